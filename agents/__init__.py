@@ -1,0 +1,1 @@
+"""The episode: runtime process, the two interfaces, planners, budgets, trace writer."""

@@ -1,0 +1,58 @@
+"""The planner seam: one LLM call in, one reply (text + tool calls + usage) out.
+
+Conversations are OpenAI chat-completions messages (list of dicts).  Images in
+user/tool content are `{"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}`
+parts.  Both agents talk to planners through tools: the tool agent gets one
+schema per primitive plus `finish`, the code agent gets `python(code)` plus
+`finish`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agents.records import Usage
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: str
+    """Raw JSON text as the model wrote it (may be malformed)."""
+
+
+@dataclass
+class PlannerReply:
+    text: str
+    tool_calls: list[ToolCall]
+    usage: Usage
+    usage_source: str
+    """'provider' (from the response) or 'estimated' (scripted planner)."""
+    raw_usage: dict[str, Any] = field(default_factory=dict)
+    latency_s: float = 0.0
+    retries: int = 0
+    """Transient endpoint errors retried before this reply."""
+    retry_errors: list[str] = field(default_factory=list)
+
+
+class PlannerError(RuntimeError):
+    """The endpoint kept failing: the episode ends as `planner_error`."""
+
+    def __init__(self, message: str, retries: int = 0, errors: list[str] | None = None):
+        super().__init__(message)
+        self.retries = retries
+        self.errors = errors or []
+
+
+class ContextOverflow(RuntimeError):
+    """The prompt no longer fits the model's context window."""
+
+
+class Planner(Protocol):
+    name: str
+    model: str
+
+    def next(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PlannerReply:
+        """Make one LLM call and return its reply."""
+        ...

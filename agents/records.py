@@ -1,0 +1,160 @@
+"""Typed records of an episode trace (schema v1): the one definition of every field.
+
+The trace writer serialises these, the JSON Schemas in `agents/schemas/` are
+generated from them, and `analysis.ingest` loads them into DuckDB.  Token
+convention (as OpenAI reports it): `input_tokens` is the whole prompt, cached
+and cache-write tokens *included*; uncached = input - cached - cache_write.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+
+#: Every episode ends in exactly one of these.  `planner_error` is an
+#: infrastructure failure (rerun, never counted as a robot failure).
+STATUSES = (
+    "solved",
+    "gave_up",
+    "call_budget",
+    "wall_clock",
+    "context_overflow",
+    "planner_error",
+    "error",
+)
+Status = Literal[
+    "solved", "gave_up", "call_budget", "wall_clock", "context_overflow", "planner_error", "error"
+]
+AGENTS = ("tool", "code")
+ABLATIONS = ("full", "no_vla", "no_guides", "no_vla_no_guides", "images_on_demand")
+
+
+@dataclass
+class Usage:
+    """Token usage of one LLM call (or a sum of calls)."""
+
+    input_tokens: int = 0
+    """Whole prompt, cached and cache-write tokens included."""
+    cached_input_tokens: int = 0
+    """Prompt tokens read from the provider's prefix cache."""
+    cache_write_tokens: int = 0
+    """Prompt tokens written to the cache (providers that bill writes)."""
+    output_tokens: int = 0
+    """Completion tokens, reasoning tokens included."""
+    reasoning_tokens: int = 0
+    """Of output_tokens, those spent on hidden reasoning."""
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        return self.input_tokens - self.cached_input_tokens - self.cache_write_tokens
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+
+@dataclass
+class CallRecord:
+    """One LLM call: a row of `calls.jsonl`."""
+
+    call_index: int
+    """1-based position of the call in the episode."""
+    started_at: float
+    """Unix time the request was sent."""
+    latency_s: float
+    input_tokens: int
+    cached_input_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    usage_source: Literal["provider", "estimated"]
+    raw_usage: dict[str, Any]
+    """The provider's usage object as received (or the estimator's breakdown)."""
+    images_in_prompt: int
+    """Images anywhere in the prompt of this call."""
+    images_returned: int
+    """Images the action of this call returned to the planner."""
+    action_kind: Literal["tool", "cell", "finish", "none", "malformed"]
+    tool_name: str | None
+    tool_args: dict[str, Any] | None
+    cell_hash: str | None
+    """sha256 of the cell text (code agent); the text is in cells/cell_NNN.py."""
+    n_primitives: int
+    """Primitives executed by this call's action."""
+    n_acting: int
+    """Of those, acting ones (motion, gripper, VLA)."""
+    exception: str | None
+    """Exception type the action raised (cell traceback, bad tool call)."""
+    success_after: bool
+    """Benchmark success check right after this call's action."""
+    retries: int = 0
+    """Planner retries (transient endpoint errors) before this call succeeded."""
+    error: str | None = None
+    """Endpoint error text when the call finally failed."""
+
+
+@dataclass
+class PrimitiveRecord:
+    """One primitive executed in the runtime: a row of `primitives.jsonl`."""
+
+    call_index: int
+    seq: int
+    """0-based order within the episode."""
+    name: str
+    args: dict[str, Any]
+    acting: bool
+    ok: bool
+    """False when the primitive reported an ordinary failure or raised."""
+    result: dict[str, Any]
+    """Summary of the returned result dataclass."""
+    sim_steps: int
+    wall_s: float
+
+
+@dataclass
+class EpisodeRecord:
+    """One complete episode: `episode.json`, written last and atomically."""
+
+    benchmark: str
+    """Benchmark group: libero_pro, bimanual, kitchen_atomic, kitchen_composite."""
+    suite: str
+    """e.g. libero_spatial_swap."""
+    task: str
+    """Task id naming suite and index, e.g. libero_spatial_swap/0."""
+    seed: int
+    agent: Literal["tool", "code"]
+    ablation: str
+    planner: str
+    model: str
+    instruction: str
+    success: bool
+    """The benchmark's own success check at the end, whatever the status."""
+    solved_at_call: int | None
+    status: Status
+    n_calls: int
+    input_tokens: int
+    cached_input_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    reasoning_tokens: int
+    usage_source: str
+    images_in_prompts: int
+    images_returned: int
+    n_primitives: int
+    n_acting: int
+    sim_steps: int
+    wall_time_s: float
+    started_at: float
+    finished_at: float
+    call_budget: int
+    wall_clock_limit_s: float
+    config_hash: str
+    code_version: str
+    package_versions: dict[str, str]
+    repeat: int = 0
+    error: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+
+def to_json_dict(record) -> dict[str, Any]:
+    return asdict(record)
