@@ -1,0 +1,100 @@
+"""The `cellbench` command line: one subcommand per verb, each implemented in its own module."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from agents.errors import CellbenchError
+
+# Headless rendering by default; a user with a display may override it.
+os.environ.setdefault("MUJOCO_GL", "egl")
+os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+
+DEFAULT_DB = "results/traces.duckdb"
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cellbench", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("api", help="print the code agent's API reference (Markdown)")
+    s.add_argument("--benchmark", default="libero_pro")
+    s.add_argument("--tools", action="store_true", help="print the tool agent's JSON tool schemas instead")
+
+    s = sub.add_parser("play", help="run one episode and write its trace directory")
+    s.add_argument("--benchmark", default="libero_pro")
+    s.add_argument("--task", required=True, help="suite/index, e.g. libero_spatial_swap/0")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--agent", choices=["tool", "code"], required=True)
+    s.add_argument("--ablation", default="full")
+    s.add_argument("--planner", default=None, help="scripted | openai (default: from config)")
+    s.add_argument("--model", default=None)
+    s.add_argument("--config", default=None, help="config.yaml for planner, budgets and episode settings")
+    s.add_argument("--call-budget", type=int, default=None)
+    s.add_argument("--wall-clock", type=float, default=None, help="episode wall-clock limit, seconds")
+    s.add_argument("--repeat", type=int, default=0)
+    s.add_argument("--out", required=True, help="the episode's own trace directory")
+
+    s = sub.add_parser("view", help="write a self-contained HTML page of one episode")
+    s.add_argument("trace_dir")
+    s.add_argument("--out", default=None, help="HTML file (default: TRACE_DIR/view.html)")
+
+    s = sub.add_parser("tasks", help="print the task registry")
+    s.add_argument("--benchmark", default=None)
+
+    s = sub.add_parser("ingest", help="load every complete trace into DuckDB")
+    s.add_argument("--results", default="results/episodes")
+    s.add_argument("--db", default=DEFAULT_DB)
+
+    s = sub.add_parser("report", help="write the analysis tables (CSV + Markdown)")
+    s.add_argument("--db", default=DEFAULT_DB)
+    s.add_argument("--out", default="results/tables")
+    s.add_argument("--config", default="config.yaml")
+    s.add_argument("--price", default=None, help="price table (model name in config) to bill under")
+
+    s = sub.add_parser("figures", help="draw every figure from the database")
+    s.add_argument("--db", default=DEFAULT_DB)
+    s.add_argument("--out", default="figures")
+    s.add_argument("--config", default="config.yaml")
+    s.add_argument("--price", default=None)
+
+    s = sub.add_parser("sql", help="run SQL over the traces database")
+    s.add_argument("query")
+    s.add_argument("--db", default=DEFAULT_DB)
+    s.add_argument("--csv", action="store_true", help="CSV output instead of a table")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    cmd = args.command
+    try:
+        if cmd == "api":
+            from robots.api_docs import main_api
+
+            return main_api(args)
+        if cmd == "play":
+            from agents.play import main_play
+
+            return main_play(args)
+        if cmd == "view":
+            from agents.view import main_view
+
+            return main_view(args)
+        if cmd == "tasks":
+            from robots.registry import main_tasks
+
+            return main_tasks(args)
+        if cmd in ("ingest", "report", "figures", "sql"):
+            from analysis import commands
+
+            return getattr(commands, f"cmd_{cmd}")(args)
+    except CellbenchError as e:
+        print(f"cellbench {cmd}: error: {e}", file=sys.stderr)
+        return 2
+    raise AssertionError(cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
