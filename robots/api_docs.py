@@ -1,0 +1,156 @@
+"""Generate both views of the primitives from their one definition on `Robot`.
+
+- `api_reference(...)`: the Markdown API reference the code agent reads.
+- `tool_schemas(...)`: the OpenAI function-tool schemas the tool agent gets.
+
+Both walk `Robot.primitive_specs()`; names, arguments, defaults and
+descriptions come from the signatures and docstrings, so the two interfaces
+cannot drift apart.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import typing
+from typing import Any, Literal, get_args, get_origin
+
+from robots.robot import PrimitiveSpec, Robot
+
+
+def _parse_doc(fn) -> tuple[str, dict[str, str]]:
+    doc = inspect.getdoc(fn) or ""
+    head, _, args_block = doc.partition("\nArgs:\n")
+    params: dict[str, str] = {}
+    current = None
+    for line in args_block.splitlines():
+        m = re.match(r"\s{4}(\w+):\s*(.*)", line)
+        if m:
+            current = m.group(1)
+            params[current] = m.group(2).strip()
+        elif current and line.strip():
+            params[current] += " " + line.strip()
+    return head.strip(), params
+
+
+def _json_type(annotation) -> dict[str, Any]:
+    origin = get_origin(annotation)
+    if annotation is float:
+        return {"type": "number"}
+    if annotation is int:
+        return {"type": "integer"}
+    if annotation is str:
+        return {"type": "string"}
+    if annotation is bool:
+        return {"type": "boolean"}
+    if origin is Literal:
+        return {"type": "string", "enum": list(get_args(annotation))}
+    if origin in (list, tuple):
+        (item,) = get_args(annotation)[:1] or (float,)
+        schema = {"type": "array", "items": _json_type(item)}
+        return schema
+    raise TypeError(f"no JSON schema for annotation {annotation!r}")
+
+
+def _params(spec: PrimitiveSpec) -> list[dict[str, Any]]:
+    sig = inspect.signature(spec.fn)
+    hints = typing.get_type_hints(spec.fn)
+    _, docs = _parse_doc(spec.fn)
+    out = []
+    for name, p in list(sig.parameters.items())[1:]:
+        out.append(
+            {
+                "name": name,
+                "annotation": hints[name],
+                "schema": _json_type(hints[name]),
+                "required": p.default is inspect.Parameter.empty,
+                "default": None if p.default is inspect.Parameter.empty else p.default,
+                "doc": docs.get(name, ""),
+            }
+        )
+    return out
+
+
+def visible_specs(capabilities=("vla",), include_show: bool = True) -> list[PrimitiveSpec]:
+    specs = [s for s in Robot.primitive_specs() if s.requires is None or s.requires in capabilities]
+    if not include_show:
+        specs = [s for s in specs if s.name != "show"]
+    return specs
+
+
+def tool_schemas(capabilities=("vla",), include_show: bool = True) -> list[dict[str, Any]]:
+    """OpenAI function tools, one per primitive."""
+    tools = []
+    for spec in visible_specs(capabilities, include_show):
+        summary, _ = _parse_doc(spec.fn)
+        props, required = {}, []
+        for p in _params(spec):
+            schema = dict(p["schema"])
+            desc = p["doc"] + ("" if p["required"] else f" Default: {json.dumps(p['default'])}.")
+            schema["description"] = desc.strip()
+            props[p["name"]] = schema
+            if p["required"]:
+                required.append(p["name"])
+        kind = "Acting (moves the robot)." if spec.acting else "Read-only."
+        tools.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": spec.name,
+                    "description": f"{summary}\n{kind}",
+                    "parameters": {"type": "object", "properties": props, "required": required, "additionalProperties": False},
+                },
+            }
+        )
+    return tools
+
+
+def _type_name(annotation) -> str:
+    text = inspect.formatannotation(annotation)
+    return text.replace("typing.", "").replace("robots.results.", "").replace("numpy.", "np.")
+
+
+def api_reference(capabilities=("vla",)) -> str:
+    """Markdown API reference of the `robo` object for the code agent."""
+    lines = [
+        "# `robo` API reference",
+        "",
+        Robot.__doc__.strip().replace("\n    ", "\n"),
+        "",
+        "Acting primitives move the robot; before each one the runtime ends the cell if the task is already solved.",
+        "Ordinary failure is reported in the result (e.g. `Move.reached == False`); bad arguments raise `ValueError`.",
+        "",
+    ]
+    for spec in visible_specs(capabilities):
+        params = _params(spec)
+        sig = ", ".join(
+            f"{p['name']}: {_type_name(p['annotation'])}" + ("" if p["required"] else f" = {p['default']!r}") for p in params
+        )
+        ret = _type_name(typing.get_type_hints(spec.fn)["return"])
+        summary, _ = _parse_doc(spec.fn)
+        lines.append(f"### `robo.{spec.name}({sig}) -> {ret}`  ({'acting' if spec.acting else 'read-only'})")
+        lines.append("")
+        lines.append(summary)
+        for p in params:
+            lines.append(f"- `{p['name']}`: {p['doc']}")
+        lines.append("")
+    lines.append("## Result types")
+    lines.append("")
+    seen = set()
+    for spec in visible_specs(capabilities):
+        ret = typing.get_type_hints(spec.fn)["return"]
+        if not hasattr(ret, "__dataclass_fields__") or ret in seen:
+            continue
+        seen.add(ret)
+        fields = ", ".join(f"{n}: {_type_name(f.type) if not isinstance(f.type, str) else f.type}" for n, f in ret.__dataclass_fields__.items())
+        lines.append(f"- `{ret.__name__}({fields})`")
+    return "\n".join(lines) + "\n"
+
+
+def main_api(args) -> int:
+    caps = ("vla",)
+    if args.tools:
+        print(json.dumps(tool_schemas(caps), indent=2))
+    else:
+        print(api_reference(caps))
+    return 0
