@@ -262,20 +262,26 @@ def test_cache_writes_when_billed():
     assert usage.uncached_input_tokens == usage.input_tokens - 1920 - 256
 
 
-def test_get_encoding_without_any_tokenizer_names_the_fix():
+def test_bpe_openai_alone_and_no_tokenizer_at_all():
+    """Without tiktoken, bpe-openai's encoder serves; without either, the error names the fix."""
     script = textwrap.dedent(
         """
-        import sys
+        import sys, warnings
+        warnings.simplefilter("ignore")
         sys.modules["tiktoken"] = None
-        sys.modules["bpe_openai"] = None
         from agents.errors import CellbenchError
-        from agents.usage import get_encoding
+        from agents import usage
+        print(usage.get_encoding().encode("hello world"))
+        usage.get_encoding.cache_clear()
+        sys.modules["bpe_openai"] = None
         try:
-            get_encoding()
+            usage.get_encoding()
         except CellbenchError as exc:
             print(exc)
         """
     )
     env = dict(os.environ, PYTHONPATH=str(REPO))
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
-    assert "install tiktoken and bpe-openai" in done.stdout, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "[24912, 2375]", done.stderr
+    assert "install tiktoken and bpe-openai" in lines[1]

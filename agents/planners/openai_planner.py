@@ -189,6 +189,7 @@ class OpenAIPlanner:
             try:
                 completion = self.client.chat.completions.create(**params)
                 reply = self._reply(completion, messages, tools)
+            # ValueError: a body labelled JSON that does not parse (json.JSONDecodeError).
             except (openai.APIStatusError, openai.APIConnectionError, openai.APIResponseValidationError,
                     _MalformedResponse, ValueError) as exc:
                 errors.append(_describe(exc))
