@@ -78,6 +78,9 @@ class LiberoProBackend:
 
     def __init__(self, image_size: int = DEFAULT_IMAGE_SIZE, fast_render: bool = True):
         configure_robosuite_bridge()
+        # Import now: its first import prints a gym warning that would land in a cell's output.
+        import robosuite.utils.camera_utils  # noqa: F401
+
         self.image_size = image_size
         self.fast_render = fast_render
         self.counter = StepCounter()

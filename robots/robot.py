@@ -126,6 +126,9 @@ class Robot:
     @primitive(acting=False)
     def state(self) -> RobotState:
         """The gripper's position, wrist yaw, opening width and whether it holds something."""
+        return self._state_now()
+
+    def _state_now(self) -> RobotState:
         pos, R = self.backend.eef_pose()
         width = self.backend.gripper_width()
         return RobotState(

@@ -1,0 +1,80 @@
+"""Code-cell execution semantics (paper §3.1–3.3), run inside the runtime child.
+
+A persistent namespace across cells; `print` output and the value of a
+trailing expression come back, trimmed (head and tail kept); an uncaught
+exception ends the cell and returns its traceback, and variables assigned
+before it survive; `EpisodeFinished` (a BaseException raised before an
+acting primitive once the task is solved) ends the cell cleanly.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import math
+import traceback
+from dataclasses import dataclass
+
+import numpy as np
+
+from robots.robot import EpisodeFinished
+
+OUTPUT_HEAD = 2000
+OUTPUT_TAIL = 1500
+CELL_FILENAME = "<cell>"
+
+
+def trim(text: str, head: int = OUTPUT_HEAD, tail: int = OUTPUT_TAIL) -> str:
+    if len(text) <= head + tail:
+        return text
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n... [{cut} characters trimmed] ...\n{text[-tail:]}"
+
+
+@dataclass
+class CellOutcome:
+    output: str
+    exception: str | None
+    """Exception type name when the cell raised, else None."""
+    finished: bool
+    """The success guard ended the cell."""
+
+
+class CellNamespace:
+    """The code agent's persistent Python namespace with `robo`, `np` and `math`."""
+
+    def __init__(self, robot):
+        self.globals: dict = {"robo": robot, "np": np, "math": math, "__name__": "__cell__"}
+
+    def run(self, code: str) -> CellOutcome:
+        buf = io.StringIO()
+        exc_name, finished = None, False
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+            try:
+                tree = ast.parse(code, filename=CELL_FILENAME)
+                last_expr = None
+                if tree.body and isinstance(tree.body[-1], ast.Expr):
+                    last_expr = ast.Expression(tree.body.pop().value)
+                exec(compile(tree, CELL_FILENAME, "exec"), self.globals)
+                if last_expr is not None:
+                    value = eval(compile(last_expr, CELL_FILENAME, "eval"), self.globals)
+                    if value is not None:
+                        print(repr(value))
+            except EpisodeFinished:
+                finished = True
+                print("[runtime] The task is already solved: the cell was ended before the next acting primitive.")
+            except SyntaxError as e:
+                exc_name = "SyntaxError"
+                print("".join(traceback.format_exception_only(type(e), e)).rstrip())
+            except Exception as e:  # the model's code failed: show it its traceback
+                exc_name = type(e).__name__
+                print(_cell_traceback(e))
+        return CellOutcome(trim(buf.getvalue()), exc_name, finished)
+
+
+def _cell_traceback(e: BaseException) -> str:
+    """Traceback from the first frame of the cell on: the runtime's own frames are noise to the model."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != CELL_FILENAME:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(e), e, tb)).rstrip()

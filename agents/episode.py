@@ -1,0 +1,352 @@
+"""One episode: the agent loop over either interface, budgets, endings, and the trace.
+
+The loop makes one LLM call at a time, executes one tool call of the reply in
+the runtime child (a primitive for tool calling, a cell for code), appends
+the result to the conversation, and stops on the first of: task solved,
+`finish`, call budget, wall clock, context window, planner failure, runtime
+crash.  Success is always the benchmark's own check at the end.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.planners.base import ContextOverflow, PlannerError, PlannerReply
+from agents.prompts import load_prompts
+from agents.records import CallRecord, EpisodeRecord, PrimitiveRecord, Usage
+from agents.runtime import ActionResult, RuntimeClient, RuntimeDied, RuntimeTimeout
+from agents.trace import TraceWriter, data_url, image_key
+
+#: What each ablation removes (paper §3.7).
+ABLATION_EFFECTS = {
+    "full": dict(vla=True, guides=True, images_on_demand=False),
+    "no_vla": dict(vla=False, guides=True, images_on_demand=False),
+    "no_guides": dict(vla=True, guides=False, images_on_demand=False),
+    "no_vla_no_guides": dict(vla=False, guides=False, images_on_demand=False),
+    "images_on_demand": dict(vla=True, guides=True, images_on_demand=True),
+}
+AUTO_CAMERAS = ("agentview", "robot0_eye_in_hand", "frontview")
+INIT_TIMEOUT_S = 600.0
+
+FINISH_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "finish",
+        "description": "End the episode: status 'done' if you believe the task is complete, 'stuck' if you give up.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "status": {"type": "string", "enum": ["done", "stuck"]},
+                "summary": {"type": "string", "description": "One or two sentences on what happened."},
+            },
+            "required": ["status", "summary"],
+            "additionalProperties": False,
+        },
+    },
+}
+PYTHON_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "python",
+        "description": "Run a Python code cell in the persistent robot runtime (`robo`, `np`, `math` are defined).",
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "The Python code to run."}},
+            "required": ["code"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+@dataclass
+class EpisodeSpec:
+    benchmark: str
+    task: str
+    seed: int
+    agent: str
+    ablation: str = "full"
+    repeat: int = 0
+    call_budget: int = 40
+    wall_clock_s: float = 900.0
+    context_window: int | None = None
+    n_images: int = 3
+    image_size: int = 256
+    vla: str = "scripted"
+    vla_failure_prob: float = 0.2
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Backend-specific settings passed through to the runtime (openpi host/port, ...)."""
+    config_hash: str = ""
+
+
+def _count_images(messages: list[dict[str, Any]]) -> int:
+    return sum(
+        1
+        for m in messages
+        if isinstance(m.get("content"), list)
+        for p in m["content"]
+        if p.get("type") == "image_url"
+    )
+
+
+def _image_message(text: str, images: list[tuple[str, bytes]], urls: dict[str, str], refs: dict[str, str]) -> dict:
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    for camera, png in images:
+        url = data_url(png)
+        parts.append({"type": "image_url", "image_url": {"url": url, "detail": "high"}})
+        urls[camera] = url
+    return {"role": "user", "content": parts}
+
+
+def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
+    """Run one episode with `planner` and write its trace to `out_dir`."""
+    if spec.agent not in ("tool", "code"):
+        raise ValueError(f"agent must be 'tool' or 'code', got {spec.agent!r}")
+    if spec.ablation not in ABLATION_EFFECTS:
+        raise ValueError(f"unknown ablation {spec.ablation!r}; known: {', '.join(ABLATION_EFFECTS)}")
+    effects = ABLATION_EFFECTS[spec.ablation]
+    if effects["images_on_demand"] and spec.agent != "tool":
+        raise ValueError("the images_on_demand ablation exists for the tool agent only")
+    caps = ("vla",) if effects["vla"] else ()
+    auto_images = spec.agent == "tool" and not effects["images_on_demand"]
+    trace = TraceWriter(out_dir)
+    started = time.time()
+    t0 = time.monotonic()
+    runtime = RuntimeClient(out_dir)
+    runtime.deadline = t0 + INIT_TIMEOUT_S
+    status, error = None, None
+    calls: list[CallRecord] = []
+    total = Usage()
+    solved_at, last_success = None, False
+    n_prims = n_acting = sim_steps = images_returned = 0
+    messages: list[dict[str, Any]] = []
+    image_refs: dict[str, str] = {}
+    card: dict[str, Any] = {"suite": spec.task.split("/")[0], "instruction": "", "task_index": 0}
+    try:
+        init = runtime.request(
+            "init",
+            {
+                "benchmark": spec.benchmark,
+                "task": spec.task,
+                "seed": spec.seed,
+                "capabilities": caps,
+                "guides": effects["guides"],
+                "image_size": spec.image_size,
+                "vla": spec.vla,
+                "vla_failure_prob": spec.vla_failure_prob,
+                "auto_cameras": AUTO_CAMERAS[: spec.n_images] if auto_images else (),
+                "initial_cameras": ("agentview",),
+                **spec.extra,
+            },
+        )
+        card = init["card"]
+        # The episode's wall clock starts once the scene is built (env construction is not the agent's time).
+        runtime.deadline = time.monotonic() + spec.wall_clock_s
+        tools, messages = _opening(spec, card, caps, effects, init["images"], image_refs, trace)
+        for call_index in range(1, spec.call_budget + 1):
+            images_in = _count_images(messages)
+            t_call = time.time()
+            try:
+                reply: PlannerReply = planner.next(messages, tools)
+            except ContextOverflow as e:
+                status, error = "context_overflow", str(e)
+                break
+            except PlannerError as e:
+                status, error = "planner_error", str(e)
+                calls.append(_failed_call(call_index, t_call, images_in, e))
+                trace.call(calls[-1])
+                break
+            if spec.context_window and reply.usage.input_tokens > spec.context_window:
+                status, error = "context_overflow", f"prompt of {reply.usage.input_tokens} tokens exceeds {spec.context_window}"
+                break
+            total = total + reply.usage
+            rec, result = _act(spec, reply, messages, runtime, trace, call_index, image_refs)
+            rec.started_at, rec.latency_s, rec.images_in_prompt = t_call, reply.latency_s, images_in
+            rec.usage_source, rec.raw_usage, rec.retries = reply.usage_source, reply.raw_usage, reply.retries
+            for k in ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens"):
+                setattr(rec, k, getattr(reply.usage, k))
+            if result is not None:
+                last_success = result.success
+                for row in result.primitives:
+                    trace.primitive(PrimitiveRecord(call_index=call_index, **row))
+                    n_prims += 1
+                    n_acting += int(row["acting"])
+                    sim_steps += row["sim_steps"]
+                images_returned += len(result.images)
+            rec.success_after = last_success
+            calls.append(rec)
+            trace.call(rec)
+            if last_success and solved_at is None:
+                solved_at = call_index
+            if last_success:
+                status = "solved"
+                break
+            if rec.action_kind == "finish":
+                status = "gave_up"
+                break
+        else:
+            status = "call_budget"
+    except RuntimeTimeout as e:
+        status, error = "wall_clock", str(e)
+    except RuntimeDied as e:
+        status, error = "error", str(e)
+    final_success = last_success
+    if status not in ("wall_clock", "error"):
+        try:
+            runtime.deadline = time.monotonic() + 60
+            final_success = bool(runtime.request("success"))
+        except (RuntimeTimeout, RuntimeDied):
+            pass
+    runtime.close()
+    if final_success and solved_at is None and calls:
+        solved_at = calls[-1].call_index
+    trace.transcript(messages, image_refs)
+    from agents.provenance import code_version, package_versions
+
+    record = EpisodeRecord(
+        benchmark=spec.benchmark,
+        suite=card.get("suite", spec.task.split("/")[0]),
+        task=spec.task,
+        seed=spec.seed,
+        agent=spec.agent,
+        ablation=spec.ablation,
+        planner=getattr(planner, "name", "?"),
+        model=getattr(planner, "model", "?"),
+        instruction=card.get("instruction", ""),
+        success=bool(final_success),
+        solved_at_call=solved_at,
+        status=status or "error",
+        n_calls=len(calls),
+        input_tokens=total.input_tokens,
+        cached_input_tokens=total.cached_input_tokens,
+        cache_write_tokens=total.cache_write_tokens,
+        output_tokens=total.output_tokens,
+        reasoning_tokens=total.reasoning_tokens,
+        usage_source=calls[0].usage_source if calls else "none",
+        images_in_prompts=sum(c.images_in_prompt for c in calls),
+        images_returned=images_returned,
+        n_primitives=n_prims,
+        n_acting=n_acting,
+        sim_steps=sim_steps,
+        wall_time_s=round(time.monotonic() - t0, 3),
+        started_at=started,
+        finished_at=time.time(),
+        call_budget=spec.call_budget,
+        wall_clock_limit_s=spec.wall_clock_s,
+        config_hash=spec.config_hash,
+        code_version=code_version(),
+        package_versions=package_versions(),
+        repeat=spec.repeat,
+        error=error,
+    )
+    trace.finish(record)
+    return record
+
+
+def _opening(spec, card, caps, effects, first_images, image_refs, trace):
+    """System prompt, task message and tool list of the chosen interface."""
+    from robots.api_docs import api_reference, tool_schemas
+
+    prompts = load_prompts(spec.agent)
+    objects = ", ".join(card["objects"])
+    cameras = ", ".join(card["cameras"])
+    if spec.agent == "tool":
+        if effects["images_on_demand"]:
+            note = prompts["images_on_demand"]
+        else:
+            note = prompts["images_after_move"].format(n_images=spec.n_images, cameras=", ".join(AUTO_CAMERAS[: spec.n_images]))
+        system = prompts["system"].format(images_note=note)
+        tools = tool_schemas(caps, include_show=effects["images_on_demand"]) + [FINISH_TOOL]
+    else:
+        system = prompts["system"].format(api_reference=api_reference(caps))
+        tools = [PYTHON_TOOL, FINISH_TOOL]
+    if card.get("guide"):
+        system += "\n\n# Operating guide\n\n" + card["guide"]
+    task_text = prompts["task"].format(instruction=card["instruction"], objects=objects, cameras=cameras)
+    urls: dict[str, str] = {}
+    opening = _image_message(task_text, first_images, urls, image_refs)
+    for camera, png in first_images:
+        image_refs[image_key(urls[camera])] = trace.image(0, camera, png)
+    return tools, [{"role": "system", "content": system}, opening]
+
+
+def _act(spec, reply, messages, runtime, trace, call_index, image_refs):
+    """Execute the first tool call of a reply; answer every tool call so the conversation stays valid."""
+    assistant: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.tool_calls:
+        assistant["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls
+        ]
+    messages.append(assistant)
+    rec = CallRecord(
+        call_index=call_index, started_at=0.0, latency_s=0.0, input_tokens=0, cached_input_tokens=0,
+        cache_write_tokens=0, output_tokens=0, reasoning_tokens=0, usage_source="", raw_usage={},
+        images_in_prompt=0, images_returned=0, action_kind="none", tool_name=None, tool_args=None,
+        cell_hash=None, n_primitives=0, n_acting=0, exception=None, success_after=False,
+    )
+    if not reply.tool_calls:
+        messages.append({"role": "user", "content": "Reply with exactly one tool call."})
+        return rec, None
+    call, extra = reply.tool_calls[0], reply.tool_calls[1:]
+    result: ActionResult | None = None
+    rec.tool_name = call.name
+    try:
+        args = json.loads(call.arguments or "{}")
+        if not isinstance(args, dict):
+            raise ValueError("arguments must be a JSON object")
+    except (json.JSONDecodeError, ValueError) as e:
+        rec.action_kind, rec.exception = "malformed", "JSONDecodeError"
+        text = f"Error: the arguments of {call.name} are not a valid JSON object: {e}"
+        args = None
+    else:
+        rec.tool_args = args
+        text = ""
+    if args is not None:
+        if call.name == "finish":
+            rec.action_kind = "finish"
+            text = "Episode finished."
+        elif spec.agent == "code" and call.name == "python":
+            code = args.get("code")
+            if not isinstance(code, str):
+                rec.action_kind, rec.exception, text = "malformed", "TypeError", "Error: python needs a string argument 'code'."
+            else:
+                rec.action_kind = "cell"
+                rec.cell_hash = hashlib.sha256(code.encode()).hexdigest()
+                trace.cell(call_index, code)
+                result = runtime.request("exec_cell", code)
+                text = result.text or "(no output)"
+        elif spec.agent == "tool" and call.name != "python":
+            result = runtime.request("call_tool", call.name, args)
+            rec.action_kind = "malformed" if result.exception else "tool"
+            text = result.text
+        else:
+            rec.action_kind, rec.exception = "malformed", "UnknownTool"
+            text = f"Error: unknown tool {call.name!r}."
+    if result is not None:
+        rec.exception = rec.exception or result.exception
+        rec.n_primitives = len(result.primitives)
+        rec.n_acting = sum(1 for r in result.primitives if r["acting"])
+        rec.images_returned = len(result.images)
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
+    for other in extra:
+        messages.append({"role": "tool", "tool_call_id": other.id, "content": "Not executed: one tool call per reply."})
+    if result is not None and result.images:
+        urls: dict[str, str] = {}
+        label = "Images you requested:" if spec.agent == "code" or not any(r["acting"] for r in result.primitives) else "Camera images after the move:"
+        messages.append(_image_message(label, result.images, urls, image_refs))
+        for camera, png in result.images:
+            image_refs[image_key(data_url(png))] = trace.image(call_index, camera, png)
+    return rec, result
+
+
+def _failed_call(call_index: int, t_call: float, images_in: int, e: PlannerError) -> CallRecord:
+    return CallRecord(
+        call_index=call_index, started_at=t_call, latency_s=time.time() - t_call, input_tokens=0,
+        cached_input_tokens=0, cache_write_tokens=0, output_tokens=0, reasoning_tokens=0, usage_source="provider",
+        raw_usage={}, images_in_prompt=images_in, images_returned=0, action_kind="none", tool_name=None,
+        tool_args=None, cell_hash=None, n_primitives=0, n_acting=0, exception="PlannerError", success_after=False,
+        retries=e.retries, error=str(e),
+    )

@@ -1,0 +1,75 @@
+"""`cellbench play`: run one episode from the command line and print its outcome line."""
+from __future__ import annotations
+
+from typing import Any
+
+from agents.episode import ABLATION_EFFECTS, EpisodeSpec, run_episode
+from agents.errors import CellbenchError
+
+DEFAULT_EPISODE = {"wall_clock_s": 900.0, "n_images": 3, "image_size": 256, "vla": "scripted", "vla_failure_prob": 0.2}
+
+
+def make_planner(planner_cfg: dict[str, Any]):
+    name = planner_cfg.get("name", "scripted")
+    if name == "scripted":
+        from agents.planners.scripted import ScriptedPlanner
+
+        return ScriptedPlanner(model=planner_cfg.get("model", "scripted-v1"))
+    if name == "openai":
+        from agents.planners.openai_planner import OpenAIPlanner
+
+        return OpenAIPlanner.from_config(planner_cfg)
+    raise CellbenchError(f"unknown planner {name!r}; known: scripted, openai")
+
+
+def spec_from_args(args, config: dict[str, Any] | None) -> tuple[EpisodeSpec, dict[str, Any]]:
+    config = config or {}
+    episode = {**DEFAULT_EPISODE, **(config.get("episode") or {})}
+    group = (config.get("benchmarks") or {}).get(args.benchmark, {})
+    planner_cfg = dict(config.get("planner") or {"name": "scripted", "model": "scripted-v1"})
+    if args.planner:
+        planner_cfg["name"] = args.planner
+    if args.model:
+        planner_cfg["model"] = args.model
+    if args.ablation not in ABLATION_EFFECTS:
+        raise CellbenchError(f"unknown ablation {args.ablation!r}; known: {', '.join(ABLATION_EFFECTS)}")
+    passthrough = {k: v for k, v in episode.items() if k not in DEFAULT_EPISODE and k not in ("context_window",)}
+    spec = EpisodeSpec(
+        benchmark=args.benchmark,
+        task=args.task,
+        seed=args.seed,
+        agent=args.agent,
+        ablation=args.ablation,
+        repeat=args.repeat,
+        call_budget=args.call_budget or int(group.get("call_budget", 40)),
+        wall_clock_s=args.wall_clock or float(episode["wall_clock_s"]),
+        context_window=episode.get("context_window"),
+        n_images=int(episode["n_images"]),
+        image_size=int(episode["image_size"]),
+        vla=episode["vla"],
+        vla_failure_prob=float(episode["vla_failure_prob"]),
+        extra=passthrough,
+    )
+    return spec, planner_cfg
+
+
+def main_play(args) -> int:
+    config = None
+    if args.config:
+        from agents.config import config_hash, load_config
+
+        config = load_config(args.config)
+    spec, planner_cfg = spec_from_args(args, config)
+    if config is not None:
+        spec.config_hash = config_hash(config)
+    if args.agent == "code" and args.ablation == "images_on_demand":
+        raise CellbenchError("the images_on_demand ablation exists for the tool agent only")
+    planner = make_planner(planner_cfg)
+    rec = run_episode(spec, planner, args.out)
+    print(
+        f"{rec.task} seed={rec.seed} agent={rec.agent} ablation={rec.ablation}: {rec.status} "
+        f"success={rec.success} calls={rec.n_calls} solved_at={rec.solved_at_call} "
+        f"input_tokens={rec.input_tokens} cached={rec.cached_input_tokens} images_in={rec.images_in_prompts} "
+        f"wall={rec.wall_time_s:.1f}s -> {args.out}"
+    )
+    return 0

@@ -1,0 +1,98 @@
+"""Trace writer (schema v1): one directory per episode, `episode.json` written last and atomically.
+
+Rows are appended and flushed as the episode runs, so a killed run leaves a
+directory without `episode.json` — which ingest reports and skips, and the
+next run overwrites.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from agents.records import CallRecord, EpisodeRecord, PrimitiveRecord
+
+TRACE_FILES = ("calls.jsonl", "primitives.jsonl", "transcript.json", "episode.json", "view.html")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+class TraceWriter:
+    def __init__(self, out_dir: str | os.PathLike):
+        self.dir = Path(out_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        # A previous, interrupted attempt may have left rows behind: start clean.
+        for name in TRACE_FILES:
+            (self.dir / name).unlink(missing_ok=True)
+        for sub in ("images", "cells"):
+            shutil.rmtree(self.dir / sub, ignore_errors=True)
+            (self.dir / sub).mkdir()
+        self._calls = open(self.dir / "calls.jsonl", "a")
+        self._prims = open(self.dir / "primitives.jsonl", "a")
+        self._n_images = 0
+
+    def image(self, call_index: int, camera: str, png: bytes) -> str:
+        """Save a PNG; returns its path relative to the trace directory."""
+        rel = f"images/call{call_index:03d}_{self._n_images:04d}_{camera}.png"
+        (self.dir / rel).write_bytes(png)
+        self._n_images += 1
+        return rel
+
+    def cell(self, call_index: int, code: str) -> str:
+        rel = f"cells/cell_{call_index:03d}.py"
+        (self.dir / rel).write_text(code)
+        return rel
+
+    def call(self, rec: CallRecord) -> None:
+        self._calls.write(json.dumps(asdict(rec)) + "\n")
+        self._calls.flush()
+
+    def primitive(self, rec: PrimitiveRecord) -> None:
+        self._prims.write(json.dumps(asdict(rec)) + "\n")
+        self._prims.flush()
+
+    def transcript(self, messages: list[dict[str, Any]], image_refs: dict[str, str]) -> None:
+        """The conversation with each image data URL replaced by its file reference."""
+
+        def strip(content):
+            if isinstance(content, list):
+                out = []
+                for part in content:
+                    if part.get("type") == "image_url":
+                        url = part["image_url"]["url"]
+                        out.append({"type": "image_ref", "path": image_refs.get(image_key(url), "?")})
+                    else:
+                        out.append(part)
+                return out
+            return content
+
+        msgs = [{**m, "content": strip(m.get("content"))} for m in messages]
+        atomic_write_text(self.dir / "transcript.json", json.dumps(msgs, indent=1))
+
+    def finish(self, rec: EpisodeRecord) -> None:
+        self._calls.close()
+        self._prims.close()
+        atomic_write_text(self.dir / "episode.json", json.dumps(asdict(rec), indent=1))
+
+
+def image_key(url: str) -> str:
+    """Key of an image data URL in the transcript's image references."""
+    import hashlib
+
+    return hashlib.sha1(url.encode()).hexdigest()
+
+
+def data_url(png: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(png).decode()

@@ -1,0 +1,46 @@
+"""Build a backend and a Robot for one episode from a plain spec dict (what the runtime child receives)."""
+from __future__ import annotations
+
+from dataclasses import asdict, replace
+from typing import Any
+
+from agents.errors import CellbenchError
+
+BENCHMARKS = ("libero_pro",)
+
+
+def make_backend(benchmark: str, image_size: int = 256):
+    if benchmark == "libero_pro":
+        from robots.libero_pro import LiberoProBackend
+
+        return LiberoProBackend(image_size=image_size)
+    raise CellbenchError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)}")
+
+
+def make_vla(spec: dict[str, Any]):
+    name = spec.get("vla", "scripted")
+    if name == "scripted":
+        from robots.vla.scripted import ScriptedVLA
+
+        return ScriptedVLA(failure_prob=float(spec.get("vla_failure_prob", 0.2)), seed=int(spec.get("seed", 0)))
+    if name == "openpi":
+        from robots.vla.openpi_policy import OpenPiPolicy
+
+        return OpenPiPolicy(host=spec.get("openpi_host", "127.0.0.1"), port=int(spec.get("openpi_port", 8000)))
+    raise CellbenchError(f"unknown VLA backend {name!r}; known: scripted, openpi")
+
+
+def make_robot(spec: dict[str, Any]):
+    """-> (Robot, task card dict). spec keys: benchmark, task, seed, capabilities, guides, image_size, vla..."""
+    from robots.robot import Robot
+
+    backend = make_backend(spec["benchmark"], int(spec.get("image_size", 256)))
+    card = backend.reset(spec["task"], int(spec["seed"]))
+    if spec.get("guides", True):
+        from robots.guides import load_guide
+
+        card = replace(card, guide=load_guide(spec["benchmark"]))
+    caps = tuple(spec.get("capabilities", ("vla",)))
+    vla = make_vla(spec) if "vla" in caps else None
+    robot = Robot(backend, capabilities=caps, vla_policy=vla, show_size=int(spec.get("image_size", 256)))
+    return robot, asdict(card)
