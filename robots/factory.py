@@ -42,5 +42,11 @@ def make_robot(spec: dict[str, Any]):
         card = replace(card, guide=load_guide(spec["benchmark"]))
     caps = tuple(spec.get("capabilities", ("vla",)))
     vla = make_vla(spec) if "vla" in caps else None
-    robot = Robot(backend, capabilities=caps, vla_policy=vla, show_size=int(spec.get("image_size", 256)))
+    segmentation = None
+    if spec.get("segmentation", "sim") != "sim":
+        from robots.segmentation_backends import get_segmentation_backend
+
+        segmentation = get_segmentation_backend(spec["segmentation"])
+    robot = Robot(backend, capabilities=caps, vla_policy=vla, segmentation=segmentation,
+                  show_size=int(spec.get("image_size", 256)))
     return robot, asdict(card)

@@ -79,23 +79,30 @@ def summarize_points(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]
 
 
 class SimSegmentation:
-    """The default segmentation backend: MuJoCo's own per-pixel object ids."""
+    """The default segmentation backend: MuJoCo's own per-pixel object ids.
+
+    Implements `robots.segmentation_backends.SegmentationBackend`; `context`
+    is `(camera, size)` of the image being segmented.
+    """
 
     name = "sim"
 
     def __init__(self, backend):
         self.backend = backend
 
-    def segment(self, prompt: str, camera: str, size: int = LOCATE_SIZE) -> tuple[np.ndarray, float]:
-        """Mask of the scene object best matching `prompt` (exact name, else word overlap) and a score."""
+    def segment(self, rgb: np.ndarray, prompt: str, context=None) -> list:
+        """Mask of the scene object best matching `prompt` (exact name, else word overlap)."""
+        from robots.segmentation_backends import SegmentMask
+
+        camera, size = context if context else ("agentview", rgb.shape[0])
         names = self.backend.segmentation_names()
         name = match_object_name(prompt, list(names.values()))
-        seg = self.backend.render(camera, "segmentation", size)
         if name is None:
-            return np.zeros(seg.shape, dtype=bool), 0.0
+            return []
+        seg = self.backend.render(camera, "segmentation", size)
         oid = next(i for i, n in names.items() if n == name)
         mask = seg == oid
-        return mask, 1.0 if mask.any() else 0.0
+        return [SegmentMask(mask=mask, score=1.0, label=name)] if mask.any() else []
 
 
 def match_object_name(prompt: str, names: list[str]) -> str | None:

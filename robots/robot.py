@@ -176,7 +176,11 @@ class Robot:
             prompt: an object name or a description, e.g. "black bowl".
             camera: camera name from the task card.
         """
-        mask, score = self.segmentation.segment(prompt, camera, self.show_size)
+        rgb = self.backend.render(camera, "rgb", self.show_size)
+        masks = self.segmentation.segment(rgb, prompt, (camera, self.show_size))
+        if not masks:
+            return Segmented(prompt, camera, False, 0.0, 0, None, np.zeros(rgb.shape[:2], dtype=bool))
+        mask, score = masks[0].mask, masks[0].score
         rows, cols = np.nonzero(mask)
         bbox = (int(rows.min()), int(cols.min()), int(rows.max()), int(cols.max())) if len(rows) else None
         return Segmented(prompt, camera, bool(len(rows)), float(score), int(len(rows)), bbox, mask)
