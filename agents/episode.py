@@ -163,7 +163,15 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
                 status, error = "context_overflow", f"prompt of {reply.usage.input_tokens} tokens exceeds {spec.context_window}"
                 break
             total = total + reply.usage
-            rec, result = _act(spec, reply, messages, runtime, trace, call_index, image_refs)
+            interrupted = None
+            try:
+                rec, result = _act(spec, reply, messages, runtime, trace, call_index, image_refs)
+            except (RuntimeTimeout, RuntimeDied) as e:
+                # The LLM call was made and billed: keep its row, so calls.jsonl sums to the episode totals.
+                if not hasattr(e, "call_record"):
+                    raise
+                rec, result, interrupted = e.call_record, None, e
+                rec.exception = rec.exception or type(e).__name__
             rec.started_at, rec.latency_s, rec.images_in_prompt = t_call, reply.latency_s, images_in
             rec.usage_source, rec.raw_usage, rec.retries = reply.usage_source, reply.raw_usage, reply.retries
             for k in ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens"):
@@ -179,6 +187,8 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
             rec.success_after = last_success
             calls.append(rec)
             trace.call(rec)
+            if interrupted is not None:
+                raise interrupted
             if last_success and solved_at is None:
                 solved_at = call_index
             if last_success:
@@ -292,6 +302,13 @@ def _act(spec, reply, messages, runtime, trace, call_index, image_refs):
         return rec, None
     call, extra = reply.tool_calls[0], reply.tool_calls[1:]
     result: ActionResult | None = None
+
+    def request(*a):
+        try:
+            return runtime.request(*a)
+        except (RuntimeTimeout, RuntimeDied) as e:
+            e.call_record = rec  # type: ignore[attr-defined]  # run_episode still writes this call's row
+            raise
     rec.tool_name = call.name
     try:
         args = json.loads(call.arguments or "{}")
@@ -316,10 +333,11 @@ def _act(spec, reply, messages, runtime, trace, call_index, image_refs):
                 rec.action_kind = "cell"
                 rec.cell_hash = hashlib.sha256(code.encode()).hexdigest()
                 trace.cell(call_index, code)
-                result = runtime.request("exec_cell", code)
+                result = request("exec_cell", code)
                 text = result.text or "(no output)"
         elif spec.agent == "tool" and call.name != "python":
-            result = runtime.request("call_tool", call.name, args)
+            rec.action_kind = "tool"
+            result = request("call_tool", call.name, args)
             rec.action_kind = "malformed" if result.exception else "tool"
             text = result.text
         else:

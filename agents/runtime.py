@@ -104,7 +104,8 @@ class RuntimeClient:
         if remaining <= 0:
             self.kill()
             raise RuntimeTimeout("wall clock exhausted")
-        self._sock.settimeout(remaining)
+        # The default deadline (inf) means no limit; settimeout(inf) would overflow.
+        self._sock.settimeout(None if remaining == float("inf") else remaining)
         try:
             _send(self._sock, (verb, args))
             reply = _recv(self._sock)
@@ -112,7 +113,10 @@ class RuntimeClient:
             self.kill()
             raise RuntimeTimeout(f"{verb} still running when the wall clock ran out") from None
         except (EOFError, ConnectionError, OSError) as e:
-            code = self.proc.poll()
+            try:  # the socket closes a moment before the child can be reaped: wait for its exit code
+                code = self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                code = None
             raise RuntimeDied(f"runtime child died during {verb} (exit code {code}): {e}") from None
         if isinstance(reply, dict) and reply.get("__error__"):
             raise RuntimeDied(reply["__error__"])
@@ -162,6 +166,8 @@ class RuntimeServer:
         self.robot = None
         self.namespace = None
         self.primitive_rows: list[dict[str, Any]] = []
+        self.n_recorded = 0
+        """Primitives recorded so far: `seq` runs over the episode, not per call (rows are drained per call)."""
         self.auto_cameras: tuple[str, ...] = ()
         self.images_on_demand = False
 
@@ -178,7 +184,8 @@ class RuntimeServer:
         return {"card": card, "images": first}
 
     def _record(self, **row) -> None:
-        row["seq"] = len(self.primitive_rows)
+        row["seq"] = self.n_recorded
+        self.n_recorded += 1
         self.primitive_rows.append(row)
 
     def _guard(self) -> None:
@@ -208,7 +215,8 @@ class RuntimeServer:
         except (ValueError, TypeError) as e:
             exception, text = type(e).__name__, f"Error: {e}"
         rows, images = self._drain()
-        acting = any(r["acting"] for r in rows)
+        # A call rejected with an error did not act: it gets the error alone, no state and no camera images.
+        acting = exception is None and any(r["acting"] for r in rows)
         if acting and self.auto_cameras:
             images += [(c, png_bytes(self.robot.backend.render(c, "rgb", self.robot.show_size))) for c in self.auto_cameras]
         if acting:
