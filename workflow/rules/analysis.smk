@@ -1,0 +1,51 @@
+# Traces -> one DuckDB database -> tables and figures.  Tables and figures
+# read only the database; how `snakemake figures` avoids episodes is in
+# common.smk ("figures without episodes").  These jobs are cheap and want
+# every trace at hand: they run on the submitting machine, never on a node.
+
+
+rule ingest:
+    input:
+        ingest_inputs,
+    output:
+        "results/traces.duckdb",
+    params:
+        code=ANALYSIS_CODE,
+    log:
+        "logs/ingest.log",
+    localrule: True
+    shell:
+        "cellbench ingest --results results/episodes --db {output} > {log} 2>&1"
+
+
+rule report:
+    input:
+        db="results/traces.duckdb",
+    output:
+        directory("results/tables"),
+    params:
+        config=EFFECTIVE_CONFIG,
+        code=ANALYSIS_CODE,
+    log:
+        "logs/report.log",
+    localrule: True
+    shell:
+        "cellbench report --db {input.db} --out {output} --config {params.config} > {log} 2>&1"
+
+
+# The figure commands read only the database; the tables are an input so that
+# `snakemake figures` refreshes tables and figures both, as the README promises.
+rule figures:
+    input:
+        db="results/traces.duckdb",
+        tables="results/tables",
+    output:
+        directory("figures"),
+    params:
+        config=EFFECTIVE_CONFIG,
+        code=ANALYSIS_CODE,
+    log:
+        "logs/figures.log",
+    localrule: True
+    shell:
+        "cellbench figures --db {input.db} --out {output} --config {params.config} > {log} 2>&1"

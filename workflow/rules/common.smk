@@ -1,0 +1,166 @@
+# Validation, the episode grid and the helpers the rules share.
+#
+# Nothing here assumes a shared local process: on a cluster every job re-reads
+# this file on its node, so everything a job needs travels as files and
+# command-line arguments.
+
+import glob
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+# The checkout's own packages, even under a snakemake that is not the venv's.
+sys.path.insert(0, workflow.basedir)
+
+from agents.config import (
+    benchmark_groups,
+    config_hash,
+    episode_grid,
+    episode_settings_hash,
+    validate_config,
+)
+from agents.errors import CellbenchError
+from agents.records import ABLATIONS, AGENTS
+
+
+# ---------------------------------------------------------------- validation
+# Ours first: it names the file and the key path ("config.yaml:
+# benchmarks.libero_pro: unknown key 'seedz'").  Then Snakemake's own, as the
+# workflow template does; both read workflow/schemas/config.schema.yaml and
+# both fill its defaults in.
+def _config_sources():
+    cli = list(workflow.overwrite_configfiles)
+    return [f for f in workflow.configfiles if f not in cli] + cli
+
+
+try:
+    validate_config(config, sources=_config_sources() or ["config"])
+except CellbenchError as e:
+    raise WorkflowError(f"invalid config:\n{e}") from None
+validate(config, "../schemas/config.schema.yaml")
+
+EPISODES = episode_grid(config)
+
+
+# ---------------------------------------------------------- effective config
+# `--configfile configs/paper.yaml` is merged over config.yaml, and `--config`
+# can override single keys, so no file on disk holds what actually runs.  We
+# write the merged config once, named by its hash: runs with different
+# configs (a dry run of the paper grid during a quick run, say) never
+# overwrite a file another run's jobs are reading, and a cluster node
+# re-parsing this file finds the same name already written.
+CONFIG_HASH = config_hash(config)
+EFFECTIVE_CONFIG = f"results/configs/{CONFIG_HASH[:16]}.yaml"
+
+
+def _write_effective_config(path):
+    if os.path.exists(path):
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(f"# The merged config of one snakemake run (sha256 {CONFIG_HASH}).\n")
+        yaml.safe_dump(config, f, sort_keys=False)
+    os.replace(tmp, path)
+
+
+_write_effective_config(EFFECTIVE_CONFIG)
+
+
+# ------------------------------------------------------------- the commands
+# Jobs call the `cellbench` console script.  Where none is on PATH, use the
+# one installed next to this interpreter, so `.venv/bin/snakemake` works
+# without an activated venv (jobs inherit the environment, on a cluster too).
+_bindir = os.path.dirname(sys.executable)
+if shutil.which("cellbench") is None and os.path.exists(os.path.join(_bindir, "cellbench")):
+    os.environ.update(PATH=os.pathsep.join([_bindir, os.environ.get("PATH", "")]))
+
+
+# The analysis code's digest is a tracked param of ingest, report and figures:
+# after a change to a plot or a table, `snakemake figures` redraws them.
+def _analysis_code_digest():
+    import hashlib
+    import importlib.util
+
+    spec = importlib.util.find_spec("analysis")
+    h = hashlib.sha256()
+    for root in spec.submodule_search_locations if spec else []:
+        for py in sorted(Path(root).rglob("*.py")):
+            h.update(py.relative_to(root).as_posix().encode())
+            h.update(py.read_bytes())
+    return h.hexdigest()[:16]
+
+
+ANALYSIS_CODE = _analysis_code_digest()
+
+
+# ------------------------------------------- figures without episodes
+# `snakemake figures` (and report, ingest) must work from the traces on disk
+# and never start an episode, even when the grid in config has grown or the
+# planner settings changed since the traces were written.  Snakemake only
+# knows what was asked for once it builds the DAG, so input functions decide:
+#   * the database rules then ingest the traces that exist (a trace newer than
+#     the database is re-ingested: plain mtime semantics);
+#   * the episode rule gets an input that never exists, so it cannot produce
+#     anything: Snakemake then takes the existing traces as source files
+#     instead of re-checking their provenance (params, code) against today's
+#     config.  A plain `snakemake` builds the whole grid first.
+DATABASE = "results/traces.duckdb"
+DATABASE_TARGETS = {"ingest", "report", "figures", DATABASE, "results/tables"}
+NO_EPISODES = "results/.episodes-not-requested"
+
+
+def episodes_requested():
+    settings = getattr(workflow, "dag_settings", None)
+    targets = {os.path.normpath(t) for t in (settings.targets if settings else ())}
+    return not targets or not targets <= DATABASE_TARGETS
+
+
+def episode_gate(wildcards):
+    return [] if episodes_requested() else [NO_EPISODES]
+
+
+def ingest_inputs(wildcards):
+    if episodes_requested():
+        return [f"{e['trace_dir']}/episode.json" for e in EPISODES]
+    traces = sorted(glob.glob("results/episodes/**/episode.json", recursive=True))
+    if not traces and not os.path.exists(DATABASE):
+        raise WorkflowError(
+            f"no traces under results/episodes and no {DATABASE} yet: "
+            "run `snakemake` (or `make reproduce`) first"
+        )
+    return traces
+
+
+# ------------------------------------------------------- episode parameters
+def _group(wildcards):
+    try:
+        return config["benchmarks"][wildcards.benchmark]
+    except KeyError:
+        raise WorkflowError(
+            f"benchmark group {wildcards.benchmark!r} is not in the config"
+        ) from None
+
+
+def call_budget(wildcards):
+    return _group(wildcards)["call_budget"]
+
+
+def episode_settings(wildcards):
+    _group(wildcards)
+    return episode_settings_hash(config, wildcards.benchmark)
+
+
+def repeat_index(wildcards):
+    return int(wildcards.repeat_dir[2:] or 0)
+
+
+def episode_runtime_min(wildcards):
+    # The episode's own watchdog stops it at wall_clock_s; the margin covers
+    # simulator start-up and the trace write.
+    return int(config["episode"]["wall_clock_s"] // 60) + 10
