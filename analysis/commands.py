@@ -1,0 +1,82 @@
+"""The analysis verbs of the `cellbench` CLI: ingest, report, figures, sql (dispatched from agents/cli.py)."""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+import duckdb
+
+from agents.errors import CellbenchError
+from analysis.cost import PriceTable, choose_price_table, load_config, price_tables
+
+#: The config `ingest` reads prices from when the CLI gives it none.
+DEFAULT_CONFIG = "config.yaml"
+
+
+def _price_table(args: argparse.Namespace) -> PriceTable:
+    return choose_price_table(load_config(args.config), args.price, source=str(args.config))
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Load every complete trace below --results into --db.
+
+    Exit 0 even when corrupt traces were skipped (they are listed on stderr),
+    so one bad episode does not stop a workflow's tables; with `strict` set
+    (an optional --strict flag) any skipped corrupt trace makes it exit 1.
+    Prices for the database's dollar views come from --config when the CLI
+    has it, else from ./config.yaml when that exists.
+    """
+    from analysis.ingest import ingest_traces, print_summary
+
+    config_path = getattr(args, "config", None) or (DEFAULT_CONFIG if Path(DEFAULT_CONFIG).is_file() else None)
+    prices = None
+    if config_path:
+        config = load_config(config_path)
+        prices = (price_tables(config, source=str(config_path)), config.get("price_model"))
+    else:
+        print(f"ingest: no {DEFAULT_CONFIG}: dollar columns of the database views stay empty "
+              "(the report prices calls itself)", file=sys.stderr)
+    summary = ingest_traces(args.results, args.db, prices=prices)
+    print_summary(summary)
+    return 1 if getattr(args, "strict", False) and summary.problems else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from analysis.report import write_report
+
+    written = write_report(args.db, args.out, _price_table(args))
+    print(f"report: wrote {len(written)} files to {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_figures(args: argparse.Namespace) -> int:
+    from analysis.figures import write_figures
+
+    written = write_figures(args.db, args.out, _price_table(args))
+    print(f"figures: wrote {len(written)} files to {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    """Run one SQL statement on the database, read-only; a table on stdout, or CSV with --csv."""
+    from analysis.report import open_database
+
+    con = open_database(args.db)
+    try:
+        try:
+            relation = con.sql(args.query)
+        except duckdb.Error as e:
+            raise CellbenchError(f"query failed: {e}") from None
+        if relation is None:
+            return 0
+        if args.csv:
+            relation.df().to_csv(sys.stdout, index=False)
+        else:
+            # DuckDB's own box table; every row, and every column unless a terminal is narrower.
+            width = shutil.get_terminal_size((200, 24)).columns if sys.stdout.isatty() else 100_000
+            relation.show(max_width=width, max_rows=2**62)
+    finally:
+        con.close()
+    return 0
