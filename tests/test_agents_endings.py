@@ -19,6 +19,7 @@ from agents.episode import EpisodeSpec, run_episode
 from agents.planners.base import PlannerReply, ToolCall
 from agents.records import Usage
 from agents.schema import validate_trace
+from agents.view import render_file
 
 TASK = "libero_spatial_swap/0"
 
@@ -93,6 +94,8 @@ def test_malformed_calls_are_answered_counted_and_the_episode_goes_on(tmp_path):
     assert [(p["name"], p["ok"]) for p in rows(tmp_path, "primitives.jsonl")] == [("move_to", False), ("state", True)]
     assert [c["images_returned"] for c in calls] == [0] * 6
     assert validate_trace(tmp_path) == []
+    page = render_file(tmp_path).read_text()
+    assert page.count(">malformed") >= 4 and "arguments are not valid JSON" in page and "gave_up" in page
 
 
 def test_code_agent_malformed_cell_then_finish(tmp_path):
@@ -128,6 +131,8 @@ def test_endless_cell_ends_on_the_wall_clock(tmp_path):
     assert limit - 0.5 <= elapsed <= limit + 8, elapsed
     assert (tmp_path / "cells" / "cell_001.py").exists()
     assert validate_trace(tmp_path) == []
+    page = render_file(tmp_path).read_text()
+    assert "while True:" in page and "wall_clock" in page and "RuntimeTimeout" in page
 
 
 def test_runtime_crash_ends_with_error_and_the_parent_survives(tmp_path):
