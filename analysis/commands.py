@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import shutil
 import sys
 from pathlib import Path
@@ -72,7 +73,10 @@ def cmd_sql(args: argparse.Namespace) -> int:
         if relation is None:
             return 0
         if args.csv:
-            relation.df().to_csv(sys.stdout, index=False)
+            # Python values, not a DataFrame: sums stay integers, NULL stays empty.
+            writer = csv.writer(sys.stdout, lineterminator="\n")
+            writer.writerow(relation.columns)
+            writer.writerows(relation.fetchall())
         else:
             # DuckDB's own box table; every row, and every column unless a terminal is narrower.
             width = shutil.get_terminal_size((200, 24)).columns if sys.stdout.isatty() else 100_000

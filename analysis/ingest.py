@@ -434,7 +434,8 @@ def ingest_traces(results_root: str | Path, db_path: str | Path, *,
     return summary
 
 
-def print_summary(summary: IngestSummary, stream=sys.stderr) -> None:
+def print_summary(summary: IngestSummary, stream=None) -> None:
+    stream = stream or sys.stderr
     for path in summary.incomplete:
         print(f"skipped incomplete trace (no {EPISODE_FILE}): {path}", file=stream)
     for message in summary.problems:

@@ -285,10 +285,10 @@ def format_value(column: str, value) -> str:
 
 
 def compact_number(value: float) -> str:
-    """1.92M, 268k, 27, 0.35: budgets mix token counts, calls and dollars in one column."""
+    """1.92M, 268k, 2.5k, 27, 0.35: budgets mix token counts, calls and dollars in one column."""
     if abs(value) >= 1e6:
         return f"{value / 1e6:.3g}M"
-    if abs(value) >= 1e4:
+    if abs(value) >= 1e3:
         return f"{value / 1e3:.3g}k"
     return f"{value:.3g}"
 

@@ -1,0 +1,360 @@
+"""The paper's figures (1, 3, 5, 6, 7) from the traces database, as PNG and PDF, byte-for-byte reproducible.
+
+Every figure reads `analysis.report.load_report_data` (strict pairing, calls
+priced under the chosen table) and draws the main comparison: `full` when the
+database has it, else the first ablation present.  A panel without data says
+so instead of failing: a small grid may have one benchmark, a few episodes and
+no instance both agents solved.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never a display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
+
+from analysis import stats  # noqa: E402
+from analysis.cost import PriceTable  # noqa: E402
+from analysis.report import ReportData, compact_number, load_report_data  # noqa: E402
+
+AGENT_LABELS = {"tool": "Tool calling", "code": "Code cells"}
+AGENT_COLORS = {"tool": "#d95f02", "code": "#1b9e77"}
+#: Light shade of each agent's colour: boxes of calls that returned no image.
+AGENT_LIGHT = {"tool": "#fbd7b9", "code": "#bfe8dc"}
+BENCHMARK_LABELS = {"libero_pro": "LIBERO-PRO", "bimanual": "Bimanual", "kitchen_atomic": "Kitchen atomic",
+                    "kitchen_composite": "Kitchen composite", stats.POOLED: "All"}
+#: Episodes per benchmark drawn in Fig. 7.
+TOKEN_LINES_PER_BENCHMARK = 5
+
+_STYLE = {
+    **sns.axes_style("whitegrid"),
+    "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
+    "xtick.labelsize": 9, "ytick.labelsize": 9, "font.family": "DejaVu Sans",
+    "svg.hashsalt": "cellbench", "pdf.fonttype": 42, "figure.dpi": 100, "savefig.dpi": 200,
+    "savefig.bbox": "tight",
+}
+_TOKENS = FuncFormatter(lambda v, _: compact_number(v))
+
+
+def _label(benchmark: str) -> str:
+    return BENCHMARK_LABELS.get(benchmark, benchmark.replace("_", " "))
+
+
+def _no_data(ax, message: str) -> None:
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, message, ha="center", va="center", fontsize=10, color="0.4", wrap=True,
+            transform=ax.transAxes, bbox=dict(boxstyle="round", fc="0.96", ec="0.8"))
+
+
+def main_comparison(paired: pd.DataFrame) -> str | None:
+    present = stats._comparison_order(paired["comparison"].unique()) if len(paired) else []
+    return "full" if "full" in present else (present[0] if present else None)
+
+
+def _benchmarks(frame: pd.DataFrame) -> list[str]:
+    return sorted(frame["benchmark"].unique())
+
+
+def _legend_handles():
+    return [Rectangle((0, 0), 1, 1, color=AGENT_COLORS[a], label=AGENT_LABELS[a]) for a in stats.AGENTS]
+
+
+def _grouped_bars(ax, labels: list[str], values: dict[str, list[float]], horizontal: bool = False,
+                  formatter=None) -> None:
+    """Side-by-side bars, one per agent, at each label."""
+    positions = np.arange(len(labels))
+    width = 0.38
+    for k, agent in enumerate(stats.AGENTS):
+        offset = (k - 0.5) * width
+        bar = ax.barh if horizontal else ax.bar
+        bars = bar(positions + offset, values[agent], width, color=AGENT_COLORS[agent], label=AGENT_LABELS[agent])
+        if formatter is not None:
+            ax.bar_label(bars, labels=[formatter(v) for v in values[agent]], fontsize=8, padding=2)
+    if horizontal:
+        ax.set_yticks(positions, labels)
+        ax.invert_yaxis()
+    else:
+        ax.set_xticks(positions, labels)
+
+
+# ---------------------------------------------------------------------------
+# Fig. 1
+
+
+def fig1_success(data: ReportData) -> plt.Figure:
+    """(a) success by suite; (b, c) input tokens and dollars per solved episode, jointly solved instances."""
+    comparison = main_comparison(data.paired)
+    paired = data.paired[data.paired["comparison"] == comparison]
+    suites = paired.groupby(["benchmark", "suite"]) if len(paired) else []
+    rows = [(f"{_label(b)}: {s}", g) for (b, s), g in suites]
+    fig, axes = plt.subplots(1, 3, figsize=(14, max(3.2, 0.45 * len(rows) + 1.6)),
+                             gridspec_kw={"width_ratios": [1.5, 1, 1]})
+    if rows:
+        _grouped_bars(axes[0], [r for r, _ in rows],
+                      {a: [100 * g[f"{a}_success"].astype(bool).mean() for _, g in rows] for a in stats.AGENTS},
+                      horizontal=True, formatter=lambda v: f"{v:.0f}")
+        axes[0].set_xlim(0, 112)
+        axes[0].set_xlabel("Success rate (%)")
+        axes[0].set_title(f"(a) Success by suite, all {len(paired)} instances")
+    else:
+        _no_data(axes[0], "(a) no paired instances")
+
+    joint = stats.jointly_solved(paired)
+    groups = [(_label(b), joint[joint["benchmark"] == b]) for b in _benchmarks(joint)]
+    if groups:
+        groups.append(("Avg", joint))
+    for ax, column, title, fmt in ((axes[1], "input_tokens", "(b) Input tokens per solved episode", compact_number),
+                                   (axes[2], "dollars", f"(c) Dollars per solved episode ({data.price.model})",
+                                    lambda v: f"${v:.2f}")):
+        if not groups:
+            _no_data(ax, f"{title[:3]} no instance solved by both agents")
+            continue
+        _grouped_bars(ax, [g for g, _ in groups], {a: [f[f"{a}_{column}"].mean() for _, f in groups]
+                                                   for a in stats.AGENTS}, formatter=fmt)
+        ax.set_title(f"{title}\n(jointly solved: {len(joint)})")
+        if column == "input_tokens":
+            ax.yaxis.set_major_formatter(_TOKENS)
+        ax.margins(y=0.15)
+    fig.legend(handles=_legend_handles(), loc="lower center", ncol=2, frameon=False, bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle(f"Tool calling vs code cells ({comparison or 'no data'})", y=1.0)
+    fig.tight_layout(rect=(0, 0.05, 1, 0.97))
+    return fig
+
+
+# ---------------------------------------------------------------------------
+# Fig. 3
+
+
+def _step_curve(at_solve: np.ndarray, n: int, lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
+    solved = np.sort(at_solve[~np.isnan(at_solve)])
+    x = np.concatenate([[lo], solved, [hi]])
+    return x, 100 * stats.success_at_budget(solved, n, x)
+
+
+def fig3_budget_cutoff(data: ReportData, measure: str = "input_tokens") -> plt.Figure:
+    """Success if every episode stopped at a budget; dashed: first reach of tool's final success."""
+    comparison = main_comparison(data.paired)
+    paired = data.paired[data.paired["comparison"] == comparison]
+    benchmarks = _benchmarks(paired) or ["–"]
+    column = stats.BUDGET_MEASURES[measure]
+    fig, axes = plt.subplots(1, len(benchmarks), figsize=(4.6 * len(benchmarks), 3.8), squeeze=False)
+    for ax, benchmark in zip(axes[0], benchmarks):
+        rows = paired[paired["benchmark"] == benchmark]
+        at = {a: rows[f"{a}_{column}"].to_numpy(dtype=float) for a in stats.AGENTS}
+        values = np.concatenate(list(at.values()))
+        values = values[np.isfinite(values) & (values > 0)]
+        if rows.empty or values.size == 0:
+            _no_data(ax, f"{_label(benchmark)}: no solved episodes")
+            continue
+        n = len(rows)
+        lo, hi = values.min() / 2, values.max() * 2
+        needed = int(rows["tool_success"].astype(bool).sum())
+        for agent in stats.AGENTS:
+            x, y = _step_curve(at[agent], n, lo, hi)
+            ax.step(x, y, where="post", color=AGENT_COLORS[agent], lw=2, label=AGENT_LABELS[agent])
+        reach = {a: stats.first_reach_budget(at[a], needed) for a in stats.AGENTS}
+        ax.axhline(100 * needed / n, color="0.6", lw=0.8, ls=":")
+        for k, agent in enumerate(stats.AGENTS):
+            if np.isfinite(reach[agent]):
+                ax.axvline(reach[agent], color=AGENT_COLORS[agent], ls="--", lw=1.2)
+                ax.text(reach[agent], 0.02 + 0.07 * k, f" {compact_number(reach[agent])}", color=AGENT_COLORS[agent],
+                        transform=ax.get_xaxis_transform(), fontsize=9, ha="left", va="bottom")
+        if np.isfinite(reach["tool"]) and np.isfinite(reach["code"]) and reach["code"] > 0:
+            ax.text(0.04, 0.93, f"{reach['tool'] / reach['code']:.1f}×", transform=ax.transAxes, fontsize=22,
+                    fontweight="bold", va="top", color="0.2")
+        ax.set_xscale("log")
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(0, 105)
+        # Label 1-2-5 within a decade or two, decades only beyond: readable at any span.
+        decades = np.log10(hi / lo)
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.xaxis.set_major_formatter(_TOKENS)
+        ax.set_title(f"{_label(benchmark)} (n = {n})")
+        ax.set_xlabel({"input_tokens": "Input-token budget per episode", "llm_calls": "LLM-call budget per episode",
+                       "dollars": f"Dollar budget per episode ({data.price.model})"}[measure])
+    axes[0][0].set_ylabel("Success rate (%)")
+    fig.legend(handles=_legend_handles(), loc="lower center", ncol=2, frameon=False, bbox_to_anchor=(0.5, -0.04))
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
+# ---------------------------------------------------------------------------
+# Fig. 5
+
+
+def fig5_decomposition(data: ReportData) -> plt.Figure:
+    """Token ratio = LLM-call ratio x tokens-per-call ratio, tool / code, on jointly solved instances."""
+    comparison = main_comparison(data.paired)
+    table = stats.token_decomposition(data.paired)
+    table = table[(table["comparison"] == comparison) & table["input_tokens_ratio"].notna()]
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.8 * len(table) + 2), 3.8))
+    if table.empty:
+        _no_data(ax, "No instance solved by both agents:\nnothing to decompose")
+        return fig
+    parts = [("llm_calls_ratio", "LLM calls", AGENT_COLORS["code"], 1.0),
+             ("tokens_per_call_ratio", "Tokens per LLM call", AGENT_COLORS["code"], 0.4),
+             ("input_tokens_ratio", "Input tokens (product)", "0.25", 1.0)]
+    positions = np.arange(len(table))
+    width = 0.26
+    for k, (column, label, color, alpha) in enumerate(parts):
+        bars = ax.bar(positions + (k - 1) * width, table[column], width, color=color, alpha=alpha, label=label)
+        ax.bar_label(bars, labels=[f"{v:.2f}×" for v in table[column]], fontsize=8, padding=2)
+    ax.axhline(1.0, color="0.3", lw=1)
+    ax.set_xticks(positions, [f"{_label(b)}\n(n = {n})" for b, n in zip(table["benchmark"], table["n_jointly_solved"])])
+    ax.set_ylabel("Tool calling / code (×)")
+    ax.set_title("Token savings on jointly solved instances (below 1×: code used more)")
+    ax.margins(y=0.18)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------
+# Fig. 6 and 7: call by call
+
+
+def _calls_of(data: ReportData, trace_dir: str) -> pd.DataFrame:
+    return data.calls[data.calls["trace_dir"] == trace_dir].sort_values("call_index")
+
+
+def timeline_instance(data: ReportData) -> pd.Series | None:
+    """The pair Fig. 6 shows: the jointly solved instance where code saved the most tokens (ties: by name)."""
+    comparison = main_comparison(data.paired)
+    paired = data.paired[data.paired["comparison"] == comparison]
+    if paired.empty:
+        return None
+    joint = stats.jointly_solved(paired)
+    pool = joint if len(joint) else paired
+    ratio = pool["tool_input_tokens"] / pool["code_input_tokens"].where(pool["code_input_tokens"] > 0)
+    ordered = pool.assign(_ratio=ratio.fillna(0)).sort_values(
+        ["_ratio", "benchmark", "task", "seed", "repeat"], ascending=[False, True, True, True, True])
+    return ordered.iloc[0]
+
+
+def fig6_timeline(data: ReportData) -> plt.Figure:
+    """One instance, both agents: a box per LLM call (number: tools or primitives it ran; dark: it
+    returned images; outlined: it solved the task), and input tokens so far below."""
+    pair = timeline_instance(data)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 5.6), gridspec_kw={"height_ratios": [1, 1.6]})
+    if pair is None:
+        _no_data(top, "No paired instance")
+        _no_data(bottom, "No paired instance")
+        return fig
+    longest = 1
+    for row, agent in enumerate(stats.AGENTS):
+        calls = _calls_of(data, pair[f"{agent}_trace_dir"])
+        solve = pair[f"{agent}_calls_at_solve"]
+        longest = max(longest, len(calls))
+        for c in calls.itertuples():
+            dark = c.images_returned > 0
+            solving = bool(np.isfinite(solve) and c.call_index == solve)
+            top.add_patch(Rectangle((c.call_index - 0.45, row - 0.38), 0.9, 0.76,
+                                    facecolor=AGENT_COLORS[agent] if dark else AGENT_LIGHT[agent],
+                                    edgecolor="black" if solving else "white", lw=2.2 if solving else 0.5))
+            top.text(c.call_index, row, str(c.n_primitives), ha="center", va="center", fontsize=7 if len(calls) > 30 else 8,
+                     color="white" if dark else "0.15")
+        x = calls["call_index"].to_numpy()
+        y = calls["cum_input_tokens"].to_numpy()
+        bottom.plot(x, y, color=AGENT_COLORS[agent], lw=2, marker=".", label=AGENT_LABELS[agent])
+        if np.isfinite(solve) and (x == solve).any():
+            at = y[x == solve][0]
+            bottom.plot([solve], [at], "o", ms=10, mfc="none", mec=AGENT_COLORS[agent], mew=2)
+            right_half = solve > longest / 2
+            bottom.annotate(f"solved after {compact_number(at)}", (solve, at), textcoords="offset points",
+                            xytext=(-10 if right_half else 10, 8), ha="right" if right_half else "left",
+                            color=AGENT_COLORS[agent], fontsize=9)
+    for ax in (top, bottom):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    top.set_xlim(0.3, longest + 0.7)
+    top.set_ylim(-0.6, 1.6)
+    top.set_yticks([0, 1], [AGENT_LABELS[a] for a in stats.AGENTS])
+    top.invert_yaxis()
+    top.grid(False)
+    top.set_xlabel("LLM call")
+    top.set_title(f"{_label(pair['benchmark'])} {pair['task']}, seed {pair['seed']}: each box one LLM call; "
+                  "number = tools / primitives run; dark = returned images; outlined = solved", fontsize=10)
+    bottom.set_xlim(0.3, longest + 0.7)
+    bottom.margins(y=0.12)
+    bottom.yaxis.set_major_formatter(_TOKENS)
+    bottom.set_xlabel("LLM call")
+    bottom.set_ylabel("Input tokens so far")
+    bottom.legend(loc="upper left", frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def token_line_instances(paired: pd.DataFrame, k: int = TOKEN_LINES_PER_BENCHMARK) -> pd.DataFrame:
+    """Up to k jointly solved instances spread over the range of tool calling's token use."""
+    joint = stats.jointly_solved(paired).sort_values(["tool_input_tokens", "task", "seed", "repeat"])
+    if len(joint) <= k:
+        return joint
+    return joint.iloc[np.unique(np.linspace(0, len(joint) - 1, k).round().astype(int))]
+
+
+def fig7_tokens_per_call(data: ReportData) -> plt.Figure:
+    """Input tokens so far, LLM call by LLM call, for a few jointly solved episodes per benchmark."""
+    comparison = main_comparison(data.paired)
+    paired = data.paired[data.paired["comparison"] == comparison]
+    benchmarks = _benchmarks(paired) or ["–"]
+    fig, axes = plt.subplots(1, len(benchmarks), figsize=(4.6 * len(benchmarks), 3.8), squeeze=False)
+    for ax, benchmark in zip(axes[0], benchmarks):
+        chosen = token_line_instances(paired[paired["benchmark"] == benchmark])
+        if chosen.empty:
+            _no_data(ax, f"{_label(benchmark)}: no instance\nsolved by both agents")
+            continue
+        for pair in chosen.itertuples():
+            for agent in stats.AGENTS:
+                calls = _calls_of(data, getattr(pair, f"{agent}_trace_dir"))
+                x, y = calls["call_index"].to_numpy(), calls["cum_input_tokens"].to_numpy()
+                ax.plot(x, y, color=AGENT_COLORS[agent], lw=1.3, alpha=0.85)
+                solve = getattr(pair, f"{agent}_calls_at_solve")
+                if (x == solve).any():
+                    ax.plot([solve], [y[x == solve][0]], "o", ms=6, mfc="white", mec=AGENT_COLORS[agent], mew=1.5)
+        ax.yaxis.set_major_formatter(_TOKENS)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_title(f"{_label(benchmark)} ({len(chosen)} instances)")
+        ax.set_xlabel("LLM call")
+    axes[0][0].set_ylabel("Input tokens so far")
+    fig.legend(handles=_legend_handles(), loc="lower center", ncol=2, frameon=False, bbox_to_anchor=(0.5, -0.04))
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    return fig
+
+
+# ---------------------------------------------------------------------------
+
+FIGURES = {
+    "fig1_success": fig1_success,
+    "fig3_budget_cutoff": fig3_budget_cutoff,
+    "fig5_decomposition": fig5_decomposition,
+    "fig6_timeline": fig6_timeline,
+    "fig7_tokens_per_call": fig7_tokens_per_call,
+}
+
+
+def save_figure(fig: plt.Figure, out_dir: Path, name: str) -> list[Path]:
+    """PNG and PDF with no timestamps or version strings in them: the same data gives the same bytes."""
+    paths = [out_dir / f"{name}.png", out_dir / f"{name}.pdf"]
+    fig.savefig(paths[0], metadata={"Software": None})
+    fig.savefig(paths[1], metadata={"CreationDate": None, "Producer": None, "Creator": None})
+    plt.close(fig)
+    return paths
+
+
+def write_figures(db_path: str | Path, out_dir: str | Path, price: PriceTable) -> list[Path]:
+    data = load_report_data(db_path, price)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    with plt.rc_context(_STYLE):
+        for name, draw in FIGURES.items():
+            written += save_figure(draw(data), out, name)
+    return written

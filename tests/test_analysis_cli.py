@@ -1,0 +1,69 @@
+"""The analysis verbs through `agents.cli.main`: ingest, sql, report, figures, and their user errors."""
+from __future__ import annotations
+
+import pytest
+
+from agents.cli import main
+from trace_factory import call, write_config, write_pair
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A results folder with two libero_pro instances (one jointly solved), a config, an ingested db."""
+    d = tmp_path_factory.mktemp("cli")
+    root = d / "results" / "episodes"
+    write_pair(root, tool=dict(success=True, solved_at_call=3, calls=[call(k, 20_000 * k, images_returned=3) for k in (1, 2, 3)]),
+               code=dict(success=True, solved_at_call=1, calls=[call(1, 25_000, action_kind="cell")],
+                         cells={1: "robo.move_to([0, 0, 1])\n"}))
+    write_pair(root, task="libero_spatial_swap/1", tool=dict(success=False), code=dict(success=True, solved_at_call=1))
+    write_config(d / "config.yaml")
+    return d
+
+
+@pytest.fixture
+def in_workdir(workdir, monkeypatch):
+    monkeypatch.chdir(workdir)
+    return workdir
+
+
+def test_ingest_then_sql_table_and_csv(in_workdir, capsys):
+    assert main(["ingest"]) == 0
+    assert "ingest: 4 episodes in results/traces.duckdb" in capsys.readouterr().err
+    assert main(["sql", "SELECT agent, sum(success::INT) AS solved FROM episodes GROUP BY agent ORDER BY agent"]) == 0
+    table = capsys.readouterr().out
+    assert "solved" in table and "│ code" in table and "│ tool" in table
+    assert main(["sql", "--csv", "SELECT agent, sum(success::INT) AS solved FROM episodes GROUP BY agent ORDER BY agent"]) == 0
+    assert capsys.readouterr().out == "agent,solved\ncode,2\ntool,1\n"
+    # The config's price_model (astra) prices the views: tool call 1 is 20k uncached input
+    # tokens + 100 output = 20k*10/1e6 + 100*50/1e6 = 0.2 + 0.005.
+    assert main(["sql", "--csv", "SELECT round(dollars, 6) AS d FROM call_dollars c JOIN episodes e USING (trace_dir) "
+                 "WHERE e.agent = 'tool' AND e.success AND c.call_index = 1"]) == 0
+    assert capsys.readouterr().out == "d\n0.205\n"
+
+
+def test_sql_errors_are_user_errors(in_workdir, capsys):
+    main(["ingest"])
+    capsys.readouterr()
+    assert main(["sql", "DELETE FROM episodes"]) == 2
+    assert "read-only" in capsys.readouterr().err
+    assert main(["sql", "SELECT 1", "--db", "nowhere/traces.duckdb"]) == 2
+    err = capsys.readouterr().err
+    assert "database nowhere/traces.duckdb not found" in err and "cellbench ingest" in err
+
+
+def test_report_and_figures(in_workdir, capsys):
+    main(["ingest"])
+    assert main(["report", "--out", "tables"]) == 0
+    for name in ("main_results", "success", "jointly_solved", "decomposition", "budget_first_reach", "cost",
+                 "cell_stats", "endings", "only_one_solved", "images_on_demand", "planner_errors"):
+        assert (in_workdir / "tables" / f"{name}.csv").stat().st_size > 0
+        assert (in_workdir / "tables" / f"{name}.md").read_text().startswith("# ")
+    assert (in_workdir / "tables" / "budget_curves.csv").stat().st_size > 0
+    assert main(["report", "--out", "tables", "--price", "gpt-9"]) == 2
+    assert "unknown price model 'gpt-9'; known: astra, cheap, flat" in capsys.readouterr().err
+
+    assert main(["figures", "--out", "figs", "--price", "cheap"]) == 0
+    for name in ("fig1_success", "fig3_budget_cutoff", "fig5_decomposition", "fig6_timeline", "fig7_tokens_per_call"):
+        png, pdf = in_workdir / "figs" / f"{name}.png", in_workdir / "figs" / f"{name}.pdf"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+        assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 5_000
