@@ -5,6 +5,8 @@
 # command-line arguments.
 
 import glob
+import hashlib
+import importlib.util
 import os
 import shutil
 import sys
@@ -14,8 +16,9 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-# The checkout's own packages, even under a snakemake that is not the venv's.
-sys.path.insert(0, workflow.basedir)
+# The installed cellbench comes first; the checkout's own packages are the
+# fallback for a snakemake that is not the venv's.
+sys.path.append(workflow.basedir)
 
 from agents.config import (
     benchmark_groups,
@@ -84,9 +87,6 @@ if shutil.which("cellbench") is None and os.path.exists(os.path.join(_bindir, "c
 # The analysis code's digest is a tracked param of ingest, report and figures:
 # after a change to a plot or a table, `snakemake figures` redraws them.
 def _analysis_code_digest():
-    import hashlib
-    import importlib.util
-
     spec = importlib.util.find_spec("analysis")
     h = hashlib.sha256()
     for root in spec.submodule_search_locations if spec else []:
@@ -99,7 +99,7 @@ def _analysis_code_digest():
 ANALYSIS_CODE = _analysis_code_digest()
 
 
-# ------------------------------------------- figures without episodes
+# --------------------------------------------------- figures without episodes
 # `snakemake figures` (and report, ingest) must work from the traces on disk
 # and never start an episode, even when the grid in config has grown or the
 # planner settings changed since the traces were written.  Snakemake only
