@@ -3,7 +3,8 @@
 A persistent namespace across cells; `print` output and the value of a
 trailing expression come back, trimmed (head and tail kept); an uncaught
 exception ends the cell and returns its traceback, and variables assigned
-before it survive; `EpisodeFinished` (a BaseException raised before an
+before it survive; `exit()` (SystemExit) is reported like any exception and
+the runtime goes on; `EpisodeFinished` (a BaseException raised before an
 acting primitive once the task is solved) ends the cell cleanly.
 """
 from __future__ import annotations
@@ -66,7 +67,8 @@ class CellNamespace:
             except SyntaxError as e:
                 exc_name = "SyntaxError"
                 print("".join(traceback.format_exception_only(type(e), e)).rstrip())
-            except Exception as e:  # the model's code failed: show it its traceback
+            except (Exception, SystemExit, KeyboardInterrupt) as e:  # the model's code failed: show it its traceback
+                # exit() in a cell ends the cell, not the runtime (and with it the episode).
                 exc_name = type(e).__name__
                 print(_cell_traceback(e))
         return CellOutcome(trim(buf.getvalue()), exc_name, finished)

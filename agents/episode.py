@@ -17,7 +17,7 @@ from typing import Any
 from agents.planners.base import ContextOverflow, PlannerError, PlannerReply
 from agents.prompts import load_prompts
 from agents.records import CallRecord, EpisodeRecord, PrimitiveRecord, Usage
-from agents.runtime import ActionResult, RuntimeClient, RuntimeDied, RuntimeTimeout
+from agents.runtime import ActionResult, RuntimeClient, RuntimeDied, RuntimeLimits, RuntimeTimeout
 from agents.trace import TraceWriter, data_url, image_key
 
 #: What each ablation removes (paper §3.7).
@@ -80,6 +80,8 @@ class EpisodeSpec:
     extra: dict[str, Any] = field(default_factory=dict)
     """Backend-specific settings passed through to the runtime (openpi host/port, ...)."""
     config_hash: str = ""
+    limits: RuntimeLimits | None = None
+    """Resource limits of the runtime child (None: RuntimeLimits' defaults)."""
 
 
 def _count_images(messages: list[dict[str, Any]]) -> int:
@@ -115,7 +117,7 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
     trace = TraceWriter(out_dir)
     started = time.time()
     t0 = time.monotonic()
-    runtime = RuntimeClient(out_dir)
+    runtime = RuntimeClient(out_dir, spec.limits)
     runtime.deadline = t0 + INIT_TIMEOUT_S
     status, error = None, None
     calls: list[CallRecord] = []
@@ -144,7 +146,7 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
         )
         card = init["card"]
         # The episode's wall clock starts once the scene is built (env construction is not the agent's time).
-        runtime.deadline = time.monotonic() + spec.wall_clock_s
+        runtime.start_clock(spec.wall_clock_s)
         tools, messages = _opening(spec, card, caps, effects, init["images"], image_refs, trace)
         for call_index in range(1, spec.call_budget + 1):
             images_in = _count_images(messages)
@@ -174,6 +176,7 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
                 rec.exception = rec.exception or type(e).__name__
             rec.started_at, rec.latency_s, rec.images_in_prompt = t_call, reply.latency_s, images_in
             rec.usage_source, rec.raw_usage, rec.retries = reply.usage_source, reply.raw_usage, reply.retries
+            rec.retry_errors = list(reply.retry_errors) or None
             for k in ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens"):
                 setattr(rec, k, getattr(reply.usage, k))
             if result is not None:
@@ -366,5 +369,5 @@ def _failed_call(call_index: int, t_call: float, images_in: int, e: PlannerError
         cached_input_tokens=0, cache_write_tokens=0, output_tokens=0, reasoning_tokens=0, usage_source="provider",
         raw_usage={}, images_in_prompt=images_in, images_returned=0, action_kind="none", tool_name=None,
         tool_args=None, cell_hash=None, n_primitives=0, n_acting=0, exception="PlannerError", success_after=False,
-        retries=e.retries, error=str(e),
+        retries=e.retries, error=str(e), retry_errors=list(e.errors) or None,
     )

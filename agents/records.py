@@ -91,6 +91,8 @@ class CallRecord:
     """Planner retries (transient endpoint errors) before this call succeeded."""
     error: str | None = None
     """Endpoint error text when the call finally failed."""
+    retry_errors: list[str] | None = None
+    """What each failed attempt of this call met (429, 5xx, timeout, dropped connection, malformed response), in order."""
 
 
 @dataclass

@@ -2,22 +2,50 @@
 
 The agent loop (which holds the API key) talks to the child over a private
 socket with two verbs, `call_tool(name, args)` and `exec_cell(code)`, plus
-`init`, `success` and `close`.  The child starts with an environment stripped
-of API keys, its working directory inside the episode directory, and resource
-limits (no core dumps, bounded open files and address space).  The parent's
-watchdog ends the child when the episode's wall clock runs out.
+`init`, `limits`, `success` and `close`.  The parent's watchdog ends the child
+when the episode's wall clock runs out.
 
-What this isolation is: a separate process that cannot see the key and
-cannot take the episode loop down with it.  What it is not: a security
-sandbox — a determined cell can still read files, open sockets, or spawn
-processes within its limits.
+Isolation: what it is
+  * a separate process: a cell that crashes, hangs or exhausts memory ends the
+    episode with status `error` or `wall_clock`; the agent loop, the workflow
+    and the next episode go on;
+  * an environment without credentials: variables whose names look like keys
+    or tokens are dropped (`scrubbed_env`), and so is any variable holding
+    the same value as a dropped one;
+  * its working directory is `work/` inside the episode's trace directory, so
+    a cell's relative paths cannot overwrite the trace files;
+  * resource limits (setrlimit): no core dumps; open files (1024); file size
+    (4 GiB); address space (16 GiB from the start, then at most 8 GiB more
+    than the built scene maps); CPU time (generous while the scene builds,
+    then the CPU the scene took plus 2 CPU-seconds per second of the
+    episode's wall clock plus a minute; SIGXCPU, then SIGKILL 5 s later);
+  * at most 64 live processes through `os.fork` (counted over the child's
+    process group); a forked copy of the runtime never answers on the
+    socket (it exits when its cell returns); the whole process group is
+    killed when the episode ends, and the child dies with its parent
+    (PR_SET_PDEATHSIG), so a killed run leaves no simulator behind.
+
+Isolation: what it is not
+  A security sandbox.  The child runs as the same user with the same
+  filesystem and network: a cell can read any file the user can (a key in a
+  dotfile included), open sockets, start processes with `subprocess` (not
+  counted by the fork bound), leave the process group with `os.setsid`, or
+  raise its own soft limits back to the hard ones (and, as root, the hard
+  ones too).  The limits stop accidents - a runaway loop, an unbounded
+  allocation, a fork loop, a stray `exit()` - not a determined attacker;
+  run untrusted models in a container or VM for that.
 """
 from __future__ import annotations
 
+import ctypes
+import errno
 import io
+import math
 import os
 import pickle
 import resource
+import select
+import signal
 import socket
 import struct
 import subprocess
@@ -26,15 +54,51 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-SECRET_ENV_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
-DEFAULT_ADDRESS_SPACE = 16 * 2**30  # llvmpipe maps a lot of virtual memory; this still stops a runaway cell
-DEFAULT_OPEN_FILES = 1024
+SECRET_ENV_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
+WORK_DIR = "work"
+"""The child's working directory, inside the trace directory."""
+INIT_CPU_S = 3600
+"""CPU seconds the scene build may take (several threads render; the init watchdog is 600 s of wall time)."""
+_GIB = 2**30
+
+
+@dataclass(frozen=True)
+class RuntimeLimits:
+    """Resource limits of the runtime child; see the module docstring for what they stop and what not."""
+
+    address_space: int = 16 * _GIB
+    """RLIMIT_AS from the start, bytes: llvmpipe maps a lot of virtual memory (~4 GiB on 2 cores, more on many)."""
+    cell_memory: int | None = 8 * _GIB
+    """Once the scene is built, the address space may grow by at most this much (None: keep `address_space`)."""
+    cpu_per_wall_s: float = 2.0
+    """CPU seconds allowed per second of the episode's wall clock (rendering threads run in parallel)."""
+    cpu_margin_s: float = 60.0
+    cpu_s: float | None = None
+    """CPU seconds after the scene build, overriding cpu_per_wall_s x wall clock + cpu_margin_s."""
+    open_files: int = 1024
+    file_size: int = 4 * _GIB
+    max_processes: int = 64
+    """Live processes in the runtime's process group beyond which `os.fork` is refused."""
+
+    def cpu_budget(self, wall_clock_s: float) -> float:
+        if self.cpu_s is not None:
+            return self.cpu_s
+        if wall_clock_s == float("inf"):
+            return float("inf")
+        return self.cpu_per_wall_s * wall_clock_s + self.cpu_margin_s
 
 
 def scrubbed_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """The parent's environment less anything that looks like a credential."""
+    """The parent's environment less anything that looks like a credential.
+
+    A variable goes if its name has a marker (KEY, TOKEN, SECRET, ...) or its
+    value is that of a variable dropped for its name (a key copied under an
+    innocent name).
+    """
     env = dict(os.environ if env is None else env)
-    return {k: v for k, v in env.items() if not any(m in k.upper() for m in SECRET_ENV_MARKERS)}
+    secret = {k for k in env if any(m in k.upper() for m in SECRET_ENV_MARKERS)}
+    values = {env[k] for k in secret if len(env[k]) >= 8}
+    return {k: v for k, v in env.items() if k not in secret and v not in values}
 
 
 class RuntimeDied(RuntimeError):
@@ -50,9 +114,11 @@ def _send(sock: socket.socket, obj: Any) -> None:
     sock.sendall(struct.pack("!Q", len(data)) + data)
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int, wait=None) -> bytes:
     buf = bytearray()
     while len(buf) < n:
+        if wait is not None:
+            wait()
         chunk = sock.recv(min(n - len(buf), 1 << 20))
         if not chunk:
             raise EOFError("runtime connection closed")
@@ -60,9 +126,10 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def _recv(sock: socket.socket) -> Any:
-    (n,) = struct.unpack("!Q", _recv_exact(sock, 8))
-    return pickle.loads(_recv_exact(sock, n))
+def _recv(sock: socket.socket, wait=None) -> Any:
+    """One message; `wait()` is called before each read (the parent's watchdog)."""
+    (n,) = struct.unpack("!Q", _recv_exact(sock, 8, wait))
+    return pickle.loads(_recv_exact(sock, n, wait))
 
 
 @dataclass
@@ -79,36 +146,46 @@ class ActionResult:
 
 
 class RuntimeClient:
-    """Parent side: starts the child, sends verbs, enforces the deadline."""
+    """Parent side: starts the child, sends verbs, enforces the deadline, cleans up its processes.
 
-    def __init__(self, workdir: str, address_space: int = DEFAULT_ADDRESS_SPACE):
-        os.makedirs(workdir, exist_ok=True)
+    `trace_dir` receives `runtime.log` (the child's stdout and stderr); the
+    child works in `trace_dir/work`.
+    """
+
+    def __init__(self, trace_dir: str, limits: RuntimeLimits | None = None):
+        self.limits = limits or RuntimeLimits()
+        self.workdir = os.path.join(trace_dir, WORK_DIR)
+        os.makedirs(self.workdir, exist_ok=True)
         parent, child = socket.socketpair()
         self._sock = parent
-        self._stderr = open(os.path.join(workdir, "runtime.log"), "ab")
+        self._stderr = open(os.path.join(trace_dir, "runtime.log"), "ab")
+        limits = self.limits
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agents.runtime", str(child.fileno())],
+            [sys.executable, "-m", "agents.runtime", str(child.fileno()), str(limits.max_processes)],
             pass_fds=(child.fileno(),),
-            cwd=workdir,
+            cwd=self.workdir,
             env=scrubbed_env(),
             stdin=subprocess.DEVNULL,
             stdout=self._stderr,
             stderr=self._stderr,
-            preexec_fn=lambda: _limit_resources(address_space),
+            preexec_fn=lambda: _limit_resources(limits),
         )
         child.close()
         self.deadline = float("inf")
 
+    def start_clock(self, wall_clock_s: float) -> None:
+        """Start the episode's wall clock (the scene is built) and tie the child's CPU limit to it."""
+        self.deadline = time.monotonic() + wall_clock_s
+        self.request("limits", self.limits.cpu_budget(wall_clock_s), self.limits.cell_memory)
+
     def request(self, verb: str, *args) -> Any:
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
+        if self.deadline - time.monotonic() <= 0:
             self.kill()
             raise RuntimeTimeout("wall clock exhausted")
-        # The default deadline (inf) means no limit; settimeout(inf) would overflow.
-        self._sock.settimeout(None if remaining == float("inf") else remaining)
+        self._sock.settimeout(None)
         try:
             _send(self._sock, (verb, args))
-            reply = _recv(self._sock)
+            reply = _recv(self._sock, self._wait_readable)
         except socket.timeout:
             self.kill()
             raise RuntimeTimeout(f"{verb} still running when the wall clock ran out") from None
@@ -117,14 +194,50 @@ class RuntimeClient:
                 code = self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 code = None
-            raise RuntimeDied(f"runtime child died during {verb} (exit code {code}): {e}") from None
+            self._kill_group()
+            raise RuntimeDied(f"runtime child died during {verb} ({describe_exit(code)}): {e}") from None
         if isinstance(reply, dict) and reply.get("__error__"):
             raise RuntimeDied(reply["__error__"])
         return reply
 
+    def _wait_readable(self) -> None:
+        """Block until the child's reply can be read; watch the deadline and the child meanwhile.
+
+        End of file alone does not tell that the child died: a process the
+        cell started may still hold the socket open."""
+        while True:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                raise socket.timeout
+            readable, _, _ = select.select([self._sock], [], [], min(remaining, 1.0))
+            if readable:
+                return
+            if self._exited(0):
+                raise EOFError("runtime child exited")
+
+    def _kill_group(self) -> None:
+        """SIGKILL whatever is left in the child's process group (processes a cell started)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _exited(self, timeout: float) -> bool:
+        """Wait up to `timeout` for the child to exit, without reaping it: while the exited
+        child is unreaped its pid, which names the process group, cannot be reused."""
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                if os.waitid(os.P_PID, self.proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                    return True
+            except ChildProcessError:  # already reaped
+                return True
+            if time.monotonic() >= end:
+                return False
+            time.sleep(0.02)
+
     def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
+        self._kill_group()  # the child leads its group: this kills it too
         self.proc.wait()
 
     def close(self) -> None:
@@ -132,19 +245,60 @@ class RuntimeClient:
             try:
                 self._sock.settimeout(10)
                 _send(self._sock, ("close", ()))
-                self.proc.wait(timeout=10)
             except Exception:
-                self.kill()
+                pass
+            self._exited(10)
+        self.kill()
         self._sock.close()
         self._stderr.close()
+        try:
+            os.rmdir(self.workdir)  # only if the cells left nothing there
+        except OSError:
+            pass
 
 
-def _limit_resources(address_space: int) -> None:
+_SIGNAL_REASONS = {
+    signal.SIGXCPU: "its CPU time limit",
+    signal.SIGKILL: "SIGKILL: the CPU time hard limit, the out-of-memory killer, or a kill from outside",
+    signal.SIGSEGV: "a crash in native code (memory exhaustion inside a C extension looks like this too)",
+    signal.SIGABRT: "an abort in native code (often an allocation failure)",
+    signal.SIGXFSZ: "its file size limit",
+}
+
+
+def describe_exit(code: int | None) -> str:
+    """The child's exit status in words: `exit code 1`, `killed by SIGXCPU (its CPU time limit)`."""
+    if code is None:
+        return "exit code unknown"
+    if code >= 0:
+        return f"exit code {code}"
+    try:
+        sig = signal.Signals(-code)
+    except ValueError:
+        return f"killed by signal {-code}"
+    reason = _SIGNAL_REASONS.get(sig)
+    return f"killed by {sig.name}" + (f" ({reason})" if reason else "")
+
+
+# Loaded in the parent: preexec_fn runs between fork and exec, where loading a library is unsafe.
+try:
+    _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+except OSError:
+    _LIBC = None
+_PR_SET_PDEATHSIG = 1
+
+
+def _limit_resources(limits: RuntimeLimits) -> None:
+    """In the child, before exec: limits, a session of its own, death with its parent."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (DEFAULT_OPEN_FILES, DEFAULT_OPEN_FILES))
-    if address_space:
-        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size, limits.file_size))
+    resource.setrlimit(resource.RLIMIT_CPU, (INIT_CPU_S, INIT_CPU_S + 5))
+    if limits.address_space:
+        resource.setrlimit(resource.RLIMIT_AS, (limits.address_space, limits.address_space))
     os.setsid()  # own process group: the watchdog's kill takes the cell's children too
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # a SIGKILLed `cellbench play` leaves no runtime behind
 
 
 # ---------------------------------------------------------------------------
@@ -231,10 +385,79 @@ class RuntimeServer:
     def success(self) -> bool:
         return self.robot.backend.success()
 
+    def limits(self, cpu_s: float, cell_memory: int | None) -> dict[str, int | None]:
+        """Tighten the limits once the scene is built: CPU from here on, and memory growth."""
+        usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
+        cpu = None
+        if cpu_s != float("inf"):
+            cpu = math.ceil(usage.ru_utime + usage.ru_stime + cpu_s)
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+        address_space = None
+        if cell_memory:
+            address_space = _vm_size() + cell_memory
+            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            if soft != resource.RLIM_INFINITY:
+                address_space = min(address_space, soft)
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+        print(f"[runtime] limits: CPU {cpu} s in all, address space {address_space} bytes", file=sys.stderr, flush=True)
+        return {"cpu_s": cpu, "address_space": address_space}
 
-def _serve(fd: int) -> None:
+
+def _vm_size() -> int:
+    """This process's mapped virtual memory, bytes (what RLIMIT_AS counts)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _group_size(pgid: int) -> int:
+    """Live processes in process group `pgid` (a /proc scan: forks are rare, this is cheap enough)."""
+    n = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (comm) "
+        if fields[0] != b"Z" and int(fields[2]) == pgid:
+            n += 1
+    return n
+
+
+def _bound_forks(max_processes: int) -> None:
+    """Refuse `os.fork` once the process group has `max_processes` live processes.
+
+    A guard against fork loops in model-written code, not a security
+    boundary (posix.fork, subprocess and setsid get around it).  Any forked
+    copy of the runtime exits as soon as its cell returns, before it could
+    answer on the parent's socket: two processes talking on one socket
+    would corrupt the protocol.
+    """
+    real_fork = os.fork
+    pgid = os.getpgid(0)
+
+    def fork() -> int:
+        if _group_size(pgid) >= max_processes:
+            raise BlockingIOError(errno.EAGAIN, f"os.fork refused: the runtime allows at most {max_processes} "
+                                                "processes per episode")
+        return real_fork()
+
+    fork.__doc__ = real_fork.__doc__
+    os.fork = fork
+
+
+def _serve(fd: int, max_processes: int = 64) -> None:
+    # Only this process may hold the parent's socket: programs a cell starts
+    # do not inherit it, and forked copies close it at once.  (A holder would
+    # also keep the parent from seeing end-of-file when the runtime dies.)
+    os.set_inheritable(fd, False)
+    os.register_at_fork(after_in_child=lambda: os.close(fd))
     sock = socket.socket(fileno=fd)
     server = RuntimeServer()
+    main_pid = os.getpid()
+    _bound_forks(max_processes)
     while True:
         try:
             verb, args = _recv(sock)
@@ -248,6 +471,8 @@ def _serve(fd: int) -> None:
             import traceback
 
             reply = {"__error__": f"{verb} failed in the runtime: {type(e).__name__}: {e}\n{traceback.format_exc()}"}
+        if os.getpid() != main_pid:
+            os._exit(0)  # a copy forked by a cell: only the runtime itself answers
         _send(sock, reply)
 
 
@@ -255,5 +480,5 @@ if __name__ == "__main__":
     # Import ourselves by name so pickled records are agents.runtime.*, not __main__.*.
     from agents.runtime import _serve as serve
 
-    serve(int(sys.argv[1]))
+    serve(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 64)
     os._exit(0)  # skip EGL's noisy teardown at interpreter exit

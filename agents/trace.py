@@ -39,6 +39,7 @@ class TraceWriter:
         for sub in ("images", "cells"):
             shutil.rmtree(self.dir / sub, ignore_errors=True)
             (self.dir / sub).mkdir()
+        shutil.rmtree(self.dir / "work", ignore_errors=True)  # the runtime's working directory (agents.runtime)
         self._calls = open(self.dir / "calls.jsonl", "a")
         self._prims = open(self.dir / "primitives.jsonl", "a")
         self._n_images = 0

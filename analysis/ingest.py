@@ -42,7 +42,8 @@ EPISODE_FILE = "episode.json"
 CALLS_FILE = "calls.jsonl"
 PRIMITIVES_FILE = "primitives.jsonl"
 CELLS_DIR = "cells"
-_TRACE_CONTENT_DIRS = frozenset({CELLS_DIR, "images"})
+#: A trace's own folders, never traces themselves (work/: the runtime's working directory, files cells wrote).
+_TRACE_CONTENT_DIRS = frozenset({CELLS_DIR, "images", "work"})
 _CELL_NAME = re.compile(r"^cell_(\d+)\.py$")
 #: Below this many traces to parse, worker processes cost more than they save.
 _PARALLEL_THRESHOLD = 2000

@@ -34,7 +34,7 @@ from analysis.cellstats import CellStats
 from analysis.cost import CALL_DOLLARS_SQL, PriceTable
 
 #: Bump when a table or view changes shape: ingest then rebuilds the database.
-ANALYSIS_SCHEMA = 1
+ANALYSIS_SCHEMA = 2
 
 #: Episode columns repeated on every child row, so SQL over calls needs no join.
 KEY_FIELDS = ("trace_dir", "benchmark", "suite", "task", "seed", "agent", "ablation", "repeat")

@@ -32,7 +32,7 @@ def runtime(tmp_path_factory):
         "benchmark": "libero_pro", "task": TASK, "seed": 0, "capabilities": (), "guides": False,
         "image_size": IMAGE_SIZE, "auto_cameras": (), "initial_cameras": (),
     })
-    client.workdir = workdir
+    client.trace_dir = workdir
     client.card = init["card"]
     yield client
     client.close()
@@ -108,7 +108,8 @@ def test_child_has_no_api_key_and_runs_in_the_episode_dir(runtime):
                       f"print({SECRET!r} in repr(dict(os.environ)))")
     assert r.text.splitlines() == ["False False", "False"]
     r = cell(runtime, "import os\nos.getcwd()")
-    assert os.path.realpath(eval(r.text.strip())) == os.path.realpath(runtime.workdir)
+    # Inside the episode directory, in work/: relative paths cannot reach the trace files.
+    assert os.path.realpath(eval(r.text.strip())) == os.path.realpath(runtime.trace_dir / "work")
 
 
 def test_success_guard_stops_the_next_acting_primitive(runtime):
