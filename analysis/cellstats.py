@@ -16,12 +16,15 @@ precisely (``robo`` is the robot object, an *acting call site* is a call
   leaves the block (``raise``/``return``/``break``/``continue``) and has no
   ``else`` (these two control the statements after them in the same block).
 * **guarded chain** -- the cell executed >= 2 acting primitives, and some
-  guard whose test observes a fresh result controls an acting call site.
+  guard whose test observes a fresh result controls an acting call site, in
+  the cell's text or in the body of a helper it calls that an earlier cell
+  defined (a guarded pick-and-place written once and called later).
 * **retry** -- a ``for``/``while`` loop that contains an acting call site and
   whose exit depends on a result: a ``while`` test that observes the robot, or
   a ``break``/``return`` under an ``if`` whose test observes the robot, or a
   ``break``/``return`` in a ``try`` body that has handlers (it runs only when
-  the primitive did not raise).
+  the primitive did not raise); in the cell's text or in a helper it calls
+  that an earlier cell defined.  (Helpers are followed one level deep.)
 * **own perception** -- the cell calls one of `PERCEPTION_ACCESSORS`
   (``robo.image/depth/points``: raw pixels and points, not a perception
   tool's answer), or does array math on a name bound (transitively) from
@@ -43,18 +46,22 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_left
-from collections import defaultdict
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import Iterable, Iterator
 
+from robots.robot import Robot
+
 ROBOT_NAME = "robo"
-#: Moves, grasps, gripper commands and VLA calls: the primitives that act on the
-#: world.  Used for call sites in cell text; executed rows carry their own flag.
-ACTING_PRIMITIVES = frozenset({
+#: Acting primitives (moves, grasps, gripper commands, VLA calls) as named in
+#: cell text.  The Robot facade's `@primitive(acting=True)` marker decides;
+#: the paper's API adds names the facade may not have (a cell can still call
+#: them).  Executed rows carry the runtime's own `acting` flag instead.
+PAPER_ACTING_PRIMITIVES = frozenset({
     "move_to", "move_by", "rotate_wrist", "set_gripper", "close_gripper",
     "open_gripper", "release", "grasp", "vla",
 })
+ACTING_PRIMITIVES = PAPER_ACTING_PRIMITIVES | frozenset(s.name for s in Robot.primitive_specs() if s.acting)
 #: Raw sensor reads a cell can do its own geometry on.
 PERCEPTION_ACCESSORS = frozenset({"image", "depth", "points"})
 IMAGE_REQUEST = "show"
@@ -75,6 +82,10 @@ class CellSyntax:
     guarded_chain_shape: bool
     """A guard observing a fresh result controls an acting call site."""
     retry_loop: bool
+    guarded_helpers: frozenset[str]
+    """Functions defined here whose body holds a guarded-chain shape."""
+    retry_helpers: frozenset[str]
+    """Functions defined here whose body holds a retry loop."""
     calls_perception_accessor: bool
     perception_bindings: tuple[tuple[frozenset[str], frozenset[str], bool], ...]
     """(names bound, names read, value calls a perception accessor) per assignment."""
@@ -121,64 +132,83 @@ def _pos(node: ast.AST) -> tuple[int, int]:
     return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
 
 
-@lru_cache(maxsize=None)
-def _child_fields(kind: type) -> tuple[str, ...]:
-    # Literals and `ctx` (Load/Store markers) hold no names or calls.
-    if kind is ast.Constant:
-        return ()
-    return tuple(f for f in kind._fields if f != "ctx")
+#: Fields that hold names, flags or literals, never nodes; Load/Store markers (`ctx`) hold nothing.
+_SCALAR_FIELDS = frozenset({"ctx", "id", "attr", "name", "arg", "module", "asname", "type_comment", "kind",
+                            "level", "conversion", "is_async", "simple"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {ast.Constant: ()}
+#: Node types the analysis looks up; the others are only indexed.
+_KEPT_TYPES = (ast.If, ast.While, ast.IfExp, ast.For, ast.AsyncFor, ast.Assign, ast.AnnAssign, ast.AugAssign,
+               ast.NamedExpr, ast.With, ast.AsyncWith, ast.ExceptHandler, ast.Call, ast.FunctionDef,
+               ast.AsyncFunctionDef, ast.Subscript, ast.BinOp, ast.Compare)
 
 
 class _IndexedTree:
     """One pre-order pass over the AST; subtree questions become index ranges.
 
     Repeated `ast.walk` over subtrees cost ~1.5 ms a cell, which is minutes on
-    10^5 episodes; ranges over one flat list cost a bisect.
+    10^5 episodes; ranges over one flat list cost a bisect.  The pass itself
+    is the hot loop of ingest (~90 nodes a cell), hence its plain style.
     """
 
     def __init__(self, tree: ast.AST):
         self.end: list[int] = []
-        self.by_type: dict[type, list[ast.AST]] = defaultdict(list)
+        self.by_type: dict[type, list[ast.AST]] = {kind: [] for kind in _KEPT_TYPES}
         self.blocks: list[list[ast.stmt]] = []
         self.name_at: list[int] = []
         self.name_ids: list[str] = []
         self.robo_at: list[int] = []
         self.robo_calls: list[tuple[str, ast.AST]] = []
-        self._visit(tree)
+        self._index(tree)
 
-    def _visit(self, node: ast.AST) -> None:
-        i = len(self.end)
-        self.end.append(0)
-        node._cellstats_index = i
-        kind = type(node)
-        self.by_type[kind].append(node)
-        if kind is ast.Name:
-            if node.id != ROBOT_NAME:
-                self.name_at.append(i)
-                self.name_ids.append(node.id)
-        elif kind is ast.Call:
-            name = _robo_method(node)
-            if name:
-                self.robo_at.append(i)
-                self.robo_calls.append((name, node))
-        for field in _child_fields(kind):
-            value = getattr(node, field, None)
-            if type(value) is list:
-                if value and field in _BLOCK_FIELDS and isinstance(value[0], ast.stmt):
-                    self.blocks.append(value)
-                for item in value:
-                    if isinstance(item, ast.AST):
-                        self._visit(item)
-            elif isinstance(value, ast.AST):
-                self._visit(value)
-        self.end[i] = len(self.end)
+    def _index(self, tree: ast.AST) -> None:
+        end, by_type, blocks = self.end, self.by_type, self.blocks
+        name_at, name_ids, robo_at, robo_calls = self.name_at, self.name_ids, self.robo_at, self.robo_calls
+        child_fields, AST, Name, Call, stmt = _CHILD_FIELDS, ast.AST, ast.Name, ast.Call, ast.stmt
+
+        def visit(node: ast.AST) -> None:
+            i = len(end)
+            end.append(0)
+            node._cellstats_index = i
+            kind = type(node)
+            kept = by_type.get(kind)
+            if kept is not None:
+                kept.append(node)
+            if kind is Name:
+                if node.id != ROBOT_NAME:
+                    name_at.append(i)
+                    name_ids.append(node.id)
+            elif kind is Call:
+                name = _robo_method(node)
+                if name:
+                    robo_at.append(i)
+                    robo_calls.append((name, node))
+            fields = child_fields.get(kind)
+            if fields is None:
+                fields = child_fields[kind] = tuple(f for f in kind._fields if f not in _SCALAR_FIELDS)
+            for field in fields:
+                value = getattr(node, field, None)
+                if type(value) is list:
+                    if value and field in _BLOCK_FIELDS and isinstance(value[0], stmt):
+                        blocks.append(value)
+                    for item in value:
+                        if isinstance(item, AST):
+                            visit(item)
+                elif isinstance(value, AST):
+                    visit(value)
+            end[i] = len(end)
+
+        visit(tree)
 
     def of_type(self, *kinds: type) -> list[ast.AST]:
-        return [n for k in kinds for n in self.by_type.get(k, ())]
+        return [n for k in kinds for n in self.by_type[k]]
 
     def _range(self, at: list[int], node: ast.AST) -> range:
         i = node._cellstats_index
         return range(bisect_left(at, i), bisect_left(at, self.end[i]))
+
+    def contains(self, outer: ast.AST, inner: ast.AST) -> bool:
+        i = outer._cellstats_index
+        return i <= inner._cellstats_index < self.end[i]
 
     def names_read(self, node: ast.AST) -> set[str]:
         return {self.name_ids[k] for k in self._range(self.name_at, node)}
@@ -272,7 +302,8 @@ def _conditional_regions(tree: _IndexedTree) -> Iterator[ast.AST]:
         yield from node.body
 
 
-_UNPARSED = CellSyntax(False, 0, False, False, False, (), frozenset(), frozenset(), frozenset(), False, False)
+_UNPARSED = CellSyntax(False, 0, False, False, frozenset(), frozenset(), False, (), frozenset(), frozenset(), frozenset(),
+                       False, False)
 
 
 @lru_cache(maxsize=65536)
@@ -319,16 +350,11 @@ def cell_syntax(source: str) -> CellSyntax:
     def has_acting_site(nodes: Iterable[ast.AST]) -> bool:
         return any(id(n) in acting_ids for top in nodes for _, n in tree.robo_calls_in(top))
 
-    guarded = bool(acting_ids) and any(
-        observes_fresh(test) and has_acting_site(controlled) for test, controlled in _guards(tree))
-
-    retry = False
-    for loop in tree.of_type(*_LOOPS):
-        if has_acting_site([loop]) and (
-                (isinstance(loop, ast.While) and observes(loop.test))
-                or _loop_exits_on_result(loop.body, observes)):
-            retry = True
-            break
+    guard_tests = [test for test, controlled in _guards(tree) if acting_ids
+                   and observes_fresh(test) and has_acting_site(controlled)]
+    retry_loops = [loop for loop in tree.of_type(*_LOOPS) if has_acting_site([loop]) and (
+        (isinstance(loop, ast.While) and observes(loop.test)) or _loop_exits_on_result(loop.body, observes))]
+    defs = tree.of_type(ast.FunctionDef, ast.AsyncFunctionDef)
 
     numpy_operands: set[str] = set()
     called_names: set[str] = set()
@@ -364,12 +390,14 @@ def cell_syntax(source: str) -> CellSyntax:
     return CellSyntax(
         parses=True,
         acting_sites=len(acting_ids),
-        guarded_chain_shape=guarded,
-        retry_loop=retry,
+        guarded_chain_shape=bool(guard_tests),
+        retry_loop=bool(retry_loops),
+        guarded_helpers=frozenset(d.name for d in defs if any(tree.contains(d, t) for t in guard_tests)),
+        retry_helpers=frozenset(d.name for d in defs if any(tree.contains(d, loop) for loop in retry_loops)),
         calls_perception_accessor=any(name in PERCEPTION_ACCESSORS for name, _ in tree.robo_calls),
         perception_bindings=perception_bindings,
         numpy_operands=frozenset(numpy_operands),
-        defines=frozenset(n.name for n in tree.of_type(ast.FunctionDef, ast.AsyncFunctionDef)),
+        defines=frozenset(d.name for d in defs),
         called_names=frozenset(called_names),
         conditional_show=conditional_show,
         show_site=bool(show_ids),
@@ -397,6 +425,8 @@ def episode_cell_stats(cells: list[tuple[int, str]],
     perception names carry over from earlier cells.
     """
     helpers: frozenset[str] = frozenset()
+    guarded_helpers: frozenset[str] = frozenset()
+    retry_helpers: frozenset[str] = frozenset()
     perception_names: frozenset[str] = frozenset()
     out = []
     for call_index, source in sorted(cells):
@@ -409,8 +439,8 @@ def episode_cell_stats(cells: list[tuple[int, str]],
             n_primitives=len(ran),
             n_acting=n_acting,
             acting_sites=syn.acting_sites,
-            guarded_chain=n_acting >= 2 and syn.guarded_chain_shape,
-            retry=syn.retry_loop,
+            guarded_chain=n_acting >= 2 and (syn.guarded_chain_shape or bool(syn.called_names & guarded_helpers)),
+            retry=syn.retry_loop or bool(syn.called_names & retry_helpers),
             own_perception=syn.calls_perception_accessor or bool(syn.numpy_operands & perception_names),
             helper_defined=bool(syn.defines),
             helper_reused=bool(syn.called_names & helpers),
@@ -419,4 +449,6 @@ def episode_cell_stats(cells: list[tuple[int, str]],
             requests_image=syn.show_site or any(name == IMAGE_REQUEST for name, _ in ran),
         ))
         helpers = helpers | syn.defines
+        guarded_helpers = guarded_helpers | syn.guarded_helpers
+        retry_helpers = retry_helpers | syn.retry_helpers
     return out

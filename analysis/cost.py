@@ -104,10 +104,11 @@ def choose_price_table(config: dict[str, Any], requested: str | None, source: st
     return tables[name]
 
 
-def call_dollars(con: duckdb.DuckDBPyConnection, table: PriceTable) -> pd.DataFrame:
-    """(trace_dir, call_index, dollars) of every call in the database, billed under `table`."""
+def call_dollars(con: duckdb.DuckDBPyConnection, table: PriceTable, columns: tuple[str, ...] = ()) -> pd.DataFrame:
+    """(trace_dir, call_index, *columns, dollars) of every call in the database, billed under `table`."""
+    extra = "".join(f", c.{name}" for name in columns)
     return con.execute(
-        f"SELECT c.trace_dir, c.call_index, {CALL_DOLLARS_SQL} AS dollars "
+        f"SELECT c.trace_dir, c.call_index{extra}, {CALL_DOLLARS_SQL} AS dollars "
         f"FROM calls c CROSS JOIN ({_PARAM_ROW_SQL}) p ORDER BY c.trace_dir, c.call_index",
         list(astuple(table)),
     ).df()

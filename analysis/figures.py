@@ -55,7 +55,7 @@ def _no_data(ax, message: str) -> None:
 
 
 def main_comparison(paired: pd.DataFrame) -> str | None:
-    present = stats._comparison_order(paired["comparison"].unique()) if len(paired) else []
+    present = stats.comparison_order(paired["comparison"].unique()) if len(paired) else []
     return "full" if "full" in present else (present[0] if present else None)
 
 

@@ -25,7 +25,7 @@ import typing
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack
 from dataclasses import MISSING, astuple, dataclass, field, fields
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -162,31 +162,28 @@ def _record_row(record: Any, specs: tuple[_FieldSpec, ...], where: str) -> list[
 
 
 class _RecordCheck:
-    """Checks JSONL rows against a record class; millions of rows, so the common case is one C-level lookup.
+    """Checks JSONL rows against a record class; millions of rows, so the common case is a few C-level calls.
 
-    A row with exactly the record's fields whose value types were seen valid
-    before passes at once; anything else goes through `_record_row`.
+    A row whose field count and value types were seen valid before passes at
+    once; anything else goes through `_record_row`.  A missing field reads as
+    None here, so traces written before a defaulted field existed take the
+    fast path too (the price: a row lacking a nullable field and having one
+    more unknown field can pass as if the first were null).
     """
 
     def __init__(self, cls: type):
         self.specs = _field_specs(cls)
-        self._values = itemgetter(*(s.name for s in self.specs))
-        self._n = len(self.specs)
-        self._valid_signatures: set[tuple[type, ...]] = set()
+        self._names = tuple(s.name for s in self.specs)
+        self._valid_signatures: set[tuple] = set()
 
     def check(self, record: Any, where: str) -> None:
-        if type(record) is dict and len(record) == self._n:
-            try:
-                signature = tuple(map(type, self._values(record)))
-            except KeyError:
-                signature = None
-            if signature in self._valid_signatures:
-                return
+        if type(record) is not dict:
             _record_row(record, self.specs, where)
-            if signature is not None:
-                self._valid_signatures.add(signature)
             return
-        _record_row(record, self.specs, where)
+        signature = (len(record), *map(type, map(record.get, self._names)))
+        if signature not in self._valid_signatures:
+            _record_row(record, self.specs, where)
+            self._valid_signatures.add(signature)
 
 
 _CALL_CHECK = _RecordCheck(CallRecord)

@@ -91,10 +91,8 @@ def load_report_data(db_path: str | Path, price: PriceTable) -> ReportData:
         check_pairing(con)
         paired = con.execute("SELECT * FROM paired").df()
         episodes = con.execute("SELECT * EXCLUDE (package_versions) FROM episodes ORDER BY trace_dir").df()
-        calls = con.execute("""SELECT trace_dir, call_index, input_tokens, cached_input_tokens, cache_write_tokens,
-                                      output_tokens, n_acting, n_primitives, images_returned, success_after
-                               FROM calls ORDER BY trace_dir, call_index""").df()
-        calls["dollars"] = call_dollars(con, price)["dollars"].to_numpy()
+        calls = call_dollars(con, price, ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens",
+                                          "n_acting", "n_primitives", "images_returned", "success_after"))
         cells = con.execute("SELECT * EXCLUDE (code) FROM cells ORDER BY trace_dir, call_index").df()
         planner_errors = con.execute("SELECT * FROM planner_errors").df()
     finally:

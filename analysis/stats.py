@@ -33,7 +33,7 @@ BUDGET_GRID_POINTS = 60
 # Grouping
 
 
-def _comparison_order(values) -> list[str]:
+def comparison_order(values) -> list[str]:
     known = [a for a in ABLATIONS if a in set(values)]
     return known + sorted(set(values) - set(known))
 
@@ -42,7 +42,7 @@ def benchmark_groups(frame: pd.DataFrame, by: str = "comparison") -> Iterator[tu
     """(comparison, benchmark or "All", rows) for every benchmark of every comparison, then the pool."""
     if frame.empty:
         return
-    for comparison in _comparison_order(frame[by].unique()):
+    for comparison in comparison_order(frame[by].unique()):
         rows = frame[frame[by] == comparison]
         for benchmark in sorted(rows["benchmark"].unique()):
             yield comparison, benchmark, rows[rows["benchmark"] == benchmark]

@@ -92,6 +92,27 @@ def test_helpers_defined_and_reused_in_a_later_cell():
     assert s[1].n_acting == 4 and not s[1].single_step
 
 
+def test_a_later_cell_calling_a_guarded_helper_is_a_guarded_chain():
+    define = textwrap.dedent("""
+        def pick(obj):
+            if not robo.move_to([0, 0, 0.1]).reached:
+                return "could not reach"
+            robo.set_gripper("close")
+            return "ok"
+        def retry_vla(text):
+            for attempt in range(3):
+                if robo.vla(text).success:
+                    return True
+    """)
+    later = "report = pick('bowl')\nprint(report)\n"
+    s = episode_cell_stats([(1, define), (2, later), (3, "retry_vla('open it')\n"), (4, later)],
+                           {2: [MOVE, ("set_gripper", True)], 3: [("vla", True)], 4: [MOVE]})
+    # Cell 1 only defines (nothing ran): the early-exit `if` guards set_gripper, but no chain executed.
+    assert [c.guarded_chain for c in s] == [False, True, False, False]   # cell 4 ran one acting primitive
+    assert [c.retry for c in s] == [True, False, True, False]
+    assert [c.helper_reused for c in s] == [False, True, True, True]
+
+
 def test_image_requests_conditional_unconditional_and_executed_only():
     conditional = """
         ok = robo.grasp("bowl")
