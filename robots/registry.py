@@ -3,15 +3,33 @@
 `cellbench tasks` prints it.  `scripted` says whether the embedded scripted
 planner has a strategy for the task's family (pick-and-place); on the others
 it tries the VLA once and then gives up honestly.
+
+The kitchen groups' families come from the BDDL goal, one word per goal
+predicate, joined with '+' for a composite: `open`, `close`, `turn_on`,
+`turn_off`, and for on/in by where the object must end up: `pick_place` (on
+or in another object, or on a fixture's top), `place_inside` (a drawer, a
+shelf level, the microwave) and `place_beside` (a region of the table next to
+another object).  A task is `scripted` when the planner has a strategy for
+every goal predicate (only `pick_place`), including predicates the sentence
+leaves unsaid (LIBERO-10's "put both moka pots on the stove" also wants the
+stove on), and its parse of the sentence names the goal's object and target.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from robots.factory import BENCHMARKS
 
-CALL_BUDGETS = {"libero_pro": 40}
-HAS_GUIDES = {"libero_pro": True}
+CALL_BUDGETS = {"libero_pro": 40, "kitchen_atomic": 40, "kitchen_composite": 100}
+#: RoboCasa365 composite has no operating guides, so neither has its stand-in.
+HAS_GUIDES = {"libero_pro": True, "kitchen_atomic": True, "kitchen_composite": False}
+#: BDDL goal predicate -> task family word (on/in are refined by their region, see goal_family).
+GOAL_FAMILIES = {"open": "open", "close": "close", "turnon": "turn_on", "turnoff": "turn_off"}
+#: Families the scripted planner has a strategy of its own for (the rest only through the VLA).
+SCRIPTED_FAMILIES = {"pick_place"}
+#: Fixtures the LIBERO backend leaves off the task card.
+_NOT_ON_CARD = ("main_table", "kitchen_table", "floor")
 
 
 @dataclass(frozen=True)
@@ -48,12 +66,66 @@ def libero_pro_tasks() -> list[TaskEntry]:
     return out
 
 
+def _owner(region: str, names: list[str]) -> str | None:
+    """The scene name a BDDL region belongs to ('wooden_cabinet_1_top_region' -> 'wooden_cabinet_1')."""
+    owners = [n for n in names if region == n or region.startswith(n + "_")]
+    return max(owners, key=len) if owners else None
+
+
+def goal_family(pred: list[str], names: list[str]) -> str:
+    """Family word of one BDDL goal predicate in a scene whose card lists `names`."""
+    kind = pred[0].lower()
+    if kind not in ("on", "in"):
+        return GOAL_FAMILIES.get(kind, kind)
+    region = pred[2]
+    owner = _owner(region, names)
+    if owner is None or "table" in owner:  # a region of the table, named after a neighbour
+        return "place_beside"
+    if re.search(r"_(top|middle|bottom|heating)_region$", region):
+        return "place_inside"
+    return "pick_place"
+
+
+def _planner_agrees(pred: list[str], subgoals, names: list[str]) -> bool:
+    """Some understood sub-goal picks the goal's object and heads for the goal region's owner."""
+    owner = _owner(pred[2], names)
+    return any(g.understood and pred[1] in g.plan.candidates and g.plan.target == owner and g.plan.relation != "to"
+               for g in subgoals)
+
+
+def kitchen_tasks(group: str) -> list[TaskEntry]:
+    """LIBERO-90/10 tasks of a kitchen group, split by the number of BDDL goal predicates."""
+    from agents.planners.scripted import plan_subgoals
+    from robots.libero_pro import GROUPS, _benchmark, parsed_problem
+
+    suites, goals = GROUPS[group]
+    out = []
+    for suite in suites:
+        for i in range(_benchmark(suite).n_tasks):
+            problem = parsed_problem(suite, i)
+            preds = problem["goal_state"]
+            if (len(preds) == 1) != (goals == "single"):
+                continue
+            # The parsed BDDL sentence is what the task card shows (task.language differs for a few tasks).
+            instruction = " ".join(problem["language_instruction"])
+            names = [n for group_names in (*problem["objects"].values(), *problem["fixtures"].values())
+                     for n in group_names if n not in _NOT_ON_CARD]
+            families = [goal_family(p, names) for p in preds]
+            subgoals = plan_subgoals(instruction, names)
+            scripted = set(families) <= SCRIPTED_FAMILIES and all(_planner_agrees(p, subgoals, names) for p in preds)
+            out.append(TaskEntry(group, f"{suite}/{i}", "+".join(sorted(families)), instruction,
+                                 CALL_BUDGETS[group], HAS_GUIDES[group], scripted))
+    return out
+
+
 def all_tasks(benchmark: str | None = None) -> list[TaskEntry]:
     groups = [benchmark] if benchmark else list(BENCHMARKS)
     out: list[TaskEntry] = []
     for g in groups:
         if g == "libero_pro":
             out += libero_pro_tasks()
+        elif g in ("kitchen_atomic", "kitchen_composite"):
+            out += kitchen_tasks(g)
         else:
             from agents.errors import CellbenchError
 
@@ -63,8 +135,8 @@ def all_tasks(benchmark: str | None = None) -> list[TaskEntry]:
 
 def main_tasks(args) -> int:
     rows = all_tasks(args.benchmark)
-    print(f"{'benchmark':<12} {'task':<26} {'budget':>6} {'guides':>6} {'scripted':>8}  instruction")
+    print(f"{'benchmark':<17} {'task':<26} {'family':<22} {'budget':>6} {'guides':>6} {'scripted':>8}  instruction")
     for r in rows:
-        print(f"{r.benchmark:<12} {r.task:<26} {r.call_budget:>6} {str(r.guides):>6} {str(r.scripted):>8}  {r.instruction}")
+        print(f"{r.benchmark:<17} {r.task:<26} {r.family:<22} {r.call_budget:>6} {str(r.guides):>6} {str(r.scripted):>8}  {r.instruction}")
     print(f"{len(rows)} tasks")
     return 0
