@@ -92,12 +92,12 @@ def test_default_config_covers_both_agents_and_every_ablation(default):
     assert len(episode_grid(default)) == 9
 
 
-def test_paper_grid_is_200_instances_times_9_cells(repo):
+def test_paper_grid_is_200_libero_pro_instances_times_9_cells(repo):
     config = load_config(repo / "configs" / "paper.yaml")
     group = config["benchmarks"]["libero_pro"]
     assert len(group["tasks"]) == 40 and len(group["seeds"]) == 5
     # 40 tasks x 5 seeds x (2 agents x 4 ablations + tool's images_on_demand)
-    assert len(episode_grid(config)) == 40 * 5 * (2 * 4 + 1) == 1800
+    assert len([e for e in episode_grid(config) if e["benchmark"] == "libero_pro"]) == 40 * 5 * (2 * 4 + 1) == 1800
     suites = [t.split("/")[0] for t in group["tasks"]]
     for base in ("libero_spatial", "libero_object", "libero_goal", "libero_10"):
         assert sum(s.startswith(base + "_") for s in suites) == 10

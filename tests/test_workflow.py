@@ -72,7 +72,19 @@ def test_episode_command_is_one_cellbench_play_per_grid_cell(default_dry_run, re
 def test_dry_run_plans_the_paper_grid(workflow_copy, snakemake, repo):
     proc = snakemake(workflow_copy, "-n", "--configfile", "configs/paper.yaml", "--quiet", "rules")
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert job_counts(proc.stdout)["episode"] == len(episode_grid(load_config(repo / "configs" / "paper.yaml"))) == 1800
+    grid = episode_grid(load_config(repo / "configs" / "paper.yaml"))
+    # 700 instances per agent over the four groups (paper §3.4), each in its group's ablations (§3.7).
+    assert job_counts(proc.stdout)["episode"] == len(grid) == 5400
+    for agent in ("tool", "code"):
+        instances = {(e["benchmark"], e["task"], e["seed"]) for e in grid if e["agent"] == agent}
+        assert len(instances) == 700
+    cells = {(e["benchmark"], e["agent"], e["ablation"]) for e in grid}
+    grid_ablations = ("full", "no_vla", "no_guides", "no_vla_no_guides")
+    for group in ("libero_pro", "bimanual", "kitchen_atomic"):
+        assert {(group, agent, a) for agent in ("tool", "code") for a in grid_ablations} <= cells
+    assert {c for c in cells if c[2] == "images_on_demand"} == {("libero_pro", "tool", "images_on_demand")}
+    assert {c for c in cells if c[0] == "kitchen_composite"} == {
+        ("kitchen_composite", agent, a) for agent in ("tool", "code") for a in ("full", "no_vla")}
 
 
 def test_lint_has_nothing_but_the_software_deployment_hint(workflow_copy, snakemake):
