@@ -1,10 +1,18 @@
-"""`cellbench play`: run one episode from the command line and print its outcome line."""
+"""`cellbench play`: run one episode from the command line and print its outcome line.
+
+Exit status: 0 for an episode with a result (whatever its status), 2 for a
+bad argument or config, 3 for `planner_error` (rerun it).
+"""
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from agents.episode import ABLATION_EFFECTS, EpisodeSpec, run_episode
 from agents.errors import CellbenchError
+
+#: Exit status of `cellbench play` for a planner_error episode (2 is a usage or config error).
+PLANNER_ERROR_EXIT = 3
 
 DEFAULT_EPISODE = {"wall_clock_s": 900.0, "n_images": 3, "image_size": 256, "vla": "scripted", "vla_failure_prob": 0.2}
 
@@ -72,4 +80,14 @@ def main_play(args) -> int:
         f"input_tokens={rec.input_tokens} cached={rec.cached_input_tokens} images_in={rec.images_in_prompts} "
         f"wall={rec.wall_time_s:.1f}s -> {args.out}"
     )
+    if rec.status == "planner_error":
+        # Not a result: the episode stays incomplete (no episode.json), so the workflow runs it again.
+        print(planner_error_note(rec.error, args.out), file=sys.stderr)
+        return PLANNER_ERROR_EXIT
     return 0
+
+
+def planner_error_note(error: str | None, out: str) -> str:
+    return (f"cellbench play: planner_error: {error}\n"
+            f"  the LLM endpoint never let this episode finish; its trace is kept for inspection "
+            f"({out}/planner_error.json) and the next `snakemake` runs it again")

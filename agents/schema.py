@@ -259,17 +259,19 @@ def validate_trace(trace_dir: str | Path) -> list[str]:
     if not d.is_dir():
         return [f"{d}: not a directory"]
 
+    from agents.trace import record_file
+
     episode = None
-    ep_path = d / "episode.json"
-    if not ep_path.exists():
+    ep_path = record_file(d)
+    if ep_path is None:
         problems.append("episode.json: missing (the episode did not complete)")
     else:
         try:
             episode = json.loads(ep_path.read_text())
         except json.JSONDecodeError as e:
-            problems.append(f"episode.json: not JSON: {e}")
+            problems.append(f"{ep_path.name}: not JSON: {e}")
         else:
-            found = _schema_problems(_validator("episode"), episode, "episode.json")
+            found = _schema_problems(_validator("episode"), episode, ep_path.name)
             problems += found
             if found:
                 episode = None

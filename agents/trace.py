@@ -3,6 +3,11 @@
 Rows are appended and flushed as the episode runs, so a killed run leaves a
 directory without `episode.json` — which ingest reports and skips, and the
 next run overwrites.
+
+An episode the LLM endpoint never let finish (status `planner_error`) is an
+infrastructure failure, not a result: its record goes to `planner_error.json`
+instead, so the episode stays incomplete (the workflow re-runs it; `cellbench
+play` exits 3) while ingest still loads it, listed and excluded from rates.
 """
 from __future__ import annotations
 
@@ -17,7 +22,18 @@ from typing import Any
 
 from agents.records import CallRecord, EpisodeRecord, PrimitiveRecord
 
-TRACE_FILES = ("calls.jsonl", "primitives.jsonl", "transcript.json", "episode.json", "view.html")
+EPISODE_FILE = "episode.json"
+PLANNER_ERROR_FILE = "planner_error.json"
+TRACE_FILES = ("calls.jsonl", "primitives.jsonl", "transcript.json", EPISODE_FILE, PLANNER_ERROR_FILE, "view.html")
+
+
+def record_file(trace_dir: str | os.PathLike) -> Path | None:
+    """The episode record of a trace: episode.json, else planner_error.json, else None (still running or killed)."""
+    for name in (EPISODE_FILE, PLANNER_ERROR_FILE):
+        path = Path(trace_dir) / name
+        if path.exists():
+            return path
+    return None
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -85,7 +101,8 @@ class TraceWriter:
     def finish(self, rec: EpisodeRecord) -> None:
         self._calls.close()
         self._prims.close()
-        atomic_write_text(self.dir / "episode.json", json.dumps(asdict(rec), indent=1))
+        name = PLANNER_ERROR_FILE if rec.status == "planner_error" else EPISODE_FILE
+        atomic_write_text(self.dir / name, json.dumps(asdict(rec), indent=1))
 
 
 def image_key(url: str) -> str:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agents.errors import CellbenchError
+from agents.trace import record_file
 
 CSS = """
 body { font: 14px/1.45 -apple-system, 'Segoe UI', Helvetica, Arial, sans-serif; margin: 0; background: #f4f5f7; color: #1d2330; }
@@ -70,7 +71,7 @@ def main_view(args) -> int:
 def render_file(trace_dir: str | Path, out: str | Path | None = None) -> Path:
     """Write the HTML page of a trace; default TRACE_DIR/view.html.  Returns its path."""
     d = Path(trace_dir)
-    if not (d / "calls.jsonl").exists() and not (d / "episode.json").exists():
+    if not (d / "calls.jsonl").exists() and record_file(d) is None:
         raise CellbenchError(f"{d} is not an episode trace directory (no episode.json or calls.jsonl)")
     path = Path(out) if out else d / "view.html"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -165,7 +166,8 @@ def _group(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[l
 
 
 def render(d: Path) -> str:
-    episode = json.loads((d / "episode.json").read_text()) if (d / "episode.json").exists() else None
+    record = record_file(d)  # planner_error.json for an episode the endpoint never let finish
+    episode = json.loads(record.read_text()) if record else None
     calls = _load_jsonl(d / "calls.jsonl")
     prims = _load_jsonl(d / "primitives.jsonl")
     messages = json.loads((d / "transcript.json").read_text()) if (d / "transcript.json").exists() else []

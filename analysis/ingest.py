@@ -39,6 +39,9 @@ from analysis.cellstats import CELL_STATS_FIELDS, episode_cell_stats
 from analysis.cost import PriceTable
 
 EPISODE_FILE = "episode.json"
+#: The record of an episode the LLM endpoint never let finish (agents/trace.py): loaded, so that
+#: the report lists it, though the episode is incomplete and the workflow re-runs it.
+PLANNER_ERROR_FILE = "planner_error.json"
 CALLS_FILE = "calls.jsonl"
 PRIMITIVES_FILE = "primitives.jsonl"
 CELLS_DIR = "cells"
@@ -98,7 +101,7 @@ def find_trace_dirs(results_root: str | Path) -> tuple[list[str], list[str]]:
             raise CellbenchError(f"cannot read {path}: {e.strerror}") from None
         names = {e.name for e in entries}
         skip: frozenset[str] = frozenset()
-        if EPISODE_FILE in names:
+        if EPISODE_FILE in names or PLANNER_ERROR_FILE in names:
             complete.append(path)
             skip = _TRACE_CONTENT_DIRS
         elif CALLS_FILE in names:
@@ -229,9 +232,14 @@ class TraceRows:
     cells: list[list[Any]]
 
 
+def _record_path(trace_dir: str) -> str:
+    path = os.path.join(trace_dir, EPISODE_FILE)
+    return path if os.path.exists(path) else os.path.join(trace_dir, PLANNER_ERROR_FILE)
+
+
 def read_trace_dir(trace_dir: str) -> TraceRows:
     """Parse and check one complete trace directory; TraceError names the bad file."""
-    episode_path = os.path.join(trace_dir, EPISODE_FILE)
+    episode_path = _record_path(trace_dir)
     try:
         mtime_ns = os.stat(episode_path).st_mtime_ns
         with open(episode_path, encoding="utf-8") as f:
@@ -381,7 +389,7 @@ def ingest_traces(results_root: str | Path, db_path: str | Path, *,
     started = time.perf_counter()
     summary = IngestSummary(db_path=str(db_path), results_root=str(results_root))
     complete, summary.incomplete = find_trace_dirs(results_root)
-    found = {d: os.stat(os.path.join(d, EPISODE_FILE)).st_mtime_ns for d in complete}
+    found = {d: os.stat(_record_path(d)).st_mtime_ns for d in complete}
 
     Path(db_path).parent.mkdir(parents=True, exist_ok=True)
     root_id = os.path.abspath(results_root)

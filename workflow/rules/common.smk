@@ -50,6 +50,40 @@ validate(config, "../schemas/config.schema.yaml")
 EPISODES = episode_grid(config)
 
 
+# ------------------------------------------------------------- killed runs
+# Snakemake's own locks (.snakemake/locks) outlive a run killed with SIGKILL,
+# and the same command then refuses to start until `--unlock`.  So the main
+# process also holds an flock on .snakemake/cellbench.lock for its whole
+# life, which the kernel drops however the process ends: a run that gets it
+# knows no other run is alive in this directory, and any Snakemake locks
+# left are stale.  Jobs (on a cluster node, or a group's subprocesses) never
+# touch either.
+def _take_run_lock():
+    if not workflow.is_main_process:
+        return None
+    import fcntl
+
+    os.makedirs(".snakemake", exist_ok=True)
+    fd = os.open(".snakemake/cellbench.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        # Another run is alive (Snakemake's own lock check then speaks), or
+        # the filesystem has no flock (stale locks then need `--unlock`).
+        os.close(fd)
+        return None
+    stale = glob.glob(".snakemake/locks/*")
+    for path in stale:
+        os.remove(path)
+    if stale:
+        print("cellbench: removed the locks of an earlier run that was killed; "
+              "its unfinished episodes run again", file=sys.stderr)
+    return fd  # held open until this process ends
+
+
+RUN_LOCK = _take_run_lock()
+
+
 # ---------------------------------------------------------- effective config
 # `--configfile configs/paper.yaml` is merged over config.yaml, and `--config`
 # can override single keys, so no file on disk holds what actually runs.  We
@@ -128,7 +162,9 @@ def episode_gate(wildcards):
 def ingest_inputs(wildcards):
     if episodes_requested():
         return [f"{e['trace_dir']}/episode.json" for e in EPISODES]
-    traces = sorted(glob.glob("results/episodes/**/episode.json", recursive=True))
+    # planner_error.json: an episode the LLM endpoint never let finish (listed by the report).
+    traces = sorted(glob.glob("results/episodes/**/episode.json", recursive=True)
+                    + glob.glob("results/episodes/**/planner_error.json", recursive=True))
     if not traces and not os.path.exists(DATABASE):
         raise WorkflowError(
             f"no traces under results/episodes and no {DATABASE} yet: "
