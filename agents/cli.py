@@ -46,6 +46,8 @@ def _build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("ingest", help="load every complete trace into DuckDB")
     s.add_argument("--results", default="results/episodes")
     s.add_argument("--db", default=DEFAULT_DB)
+    s.add_argument("--strict", action="store_true",
+                   help="exit 1 if a complete trace was skipped as corrupt (the workflow's ingest does)")
 
     s = sub.add_parser("report", help="write the analysis tables (CSV + Markdown)")
     s.add_argument("--db", default=DEFAULT_DB)

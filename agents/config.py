@@ -112,6 +112,27 @@ def _semantic_problems(config: dict[str, Any], sources) -> list[str]:
     return []
 
 
+def task_problems(config: Mapping[str, Any], sources: Sequence[str | os.PathLike] = ("config",)) -> list[str]:
+    """One line per task of a validated config that its benchmark group does not have.
+
+    Separate from `validate_config`: it imports the benchmark's task lists
+    (a second or two, no scene), which the schema check alone does not need.
+    """
+    from robots.factory import BENCHMARKS, check_task
+
+    problems = []
+    for benchmark, group in config["benchmarks"].items():
+        if benchmark not in BENCHMARKS:
+            continue  # a group the schema knows whose backend is not registered: `cellbench play` says so
+        for i, task in enumerate(group["tasks"]):
+            try:
+                check_task(benchmark, task)
+            except CellbenchError as e:
+                path = ("benchmarks", benchmark, "tasks", i)
+                problems.append(f"{_where(path, sources)}: {_dotted(path)}: {e}")
+    return problems
+
+
 def _describe(error, sources) -> str:
     """One line per schema violation: file, dotted key path, what is wrong."""
     path = tuple(error.absolute_path)

@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.errors import CellbenchError
 from agents.planners.base import ContextOverflow, PlannerError, PlannerReply
 from agents.prompts import load_prompts
 from agents.records import CallRecord, EpisodeRecord, PrimitiveRecord, Usage
@@ -128,22 +129,28 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
     image_refs: dict[str, str] = {}
     card: dict[str, Any] = {"suite": spec.task.split("/")[0], "instruction": "", "task_index": 0}
     try:
-        init = runtime.request(
-            "init",
-            {
-                "benchmark": spec.benchmark,
-                "task": spec.task,
-                "seed": spec.seed,
-                "capabilities": caps,
-                "guides": effects["guides"],
-                "image_size": spec.image_size,
-                "vla": spec.vla,
-                "vla_failure_prob": spec.vla_failure_prob,
-                "auto_cameras": AUTO_CAMERAS[: spec.n_images] if auto_images else (),
-                "initial_cameras": ("agentview",),
-                **spec.extra,
-            },
-        )
+        try:
+            init = runtime.request(
+                "init",
+                {
+                    "benchmark": spec.benchmark,
+                    "task": spec.task,
+                    "seed": spec.seed,
+                    "capabilities": caps,
+                    "guides": effects["guides"],
+                    "image_size": spec.image_size,
+                    "vla": spec.vla,
+                    "vla_failure_prob": spec.vla_failure_prob,
+                    "auto_cameras": AUTO_CAMERAS[: spec.n_images] if auto_images else (),
+                    "initial_cameras": ("agentview",),
+                    **spec.extra,
+                },
+            )
+        except CellbenchError:
+            # An unknown task or a bad setting is the user's error, not an episode: leave no trace of one.
+            runtime.close()
+            trace.discard()
+            raise
         card = init["card"]
         # The episode's wall clock starts once the scene is built (env construction is not the agent's time).
         runtime.start_clock(spec.wall_clock_s)

@@ -62,6 +62,10 @@ def spec_from_args(args, config: dict[str, Any] | None) -> tuple[EpisodeSpec, di
 
 
 def main_play(args) -> int:
+    from robots.factory import BENCHMARKS
+
+    if args.benchmark not in BENCHMARKS:  # cheap to check here; the task is checked where the benchmark loads
+        raise CellbenchError(f"unknown benchmark {args.benchmark!r}; known: {', '.join(BENCHMARKS)}")
     config = None
     if args.config:
         from agents.config import config_hash, load_config

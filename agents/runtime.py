@@ -54,6 +54,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.errors import CellbenchError
+
 SECRET_ENV_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH")
 WORK_DIR = "work"
 """The child's working directory, inside the trace directory."""
@@ -198,6 +200,8 @@ class RuntimeClient:
             raise RuntimeDied(f"runtime child died during {verb} ({describe_exit(code)}): {e}") from None
         if isinstance(reply, dict) and reply.get("__error__"):
             raise RuntimeDied(reply["__error__"])
+        if isinstance(reply, dict) and reply.get("__user_error__"):
+            raise CellbenchError(reply["__user_error__"])
         return reply
 
     def _wait_readable(self) -> None:
@@ -467,6 +471,8 @@ def _serve(fd: int, max_processes: int = 64) -> None:
             return
         try:
             reply = getattr(server, verb)(*args)
+        except CellbenchError as e:  # the user's input (unknown task, bad setting): no episode to run
+            reply = {"__user_error__": str(e)}
         except Exception as e:  # infrastructure failure in the child: report, don't hang the parent
             import traceback
 

@@ -98,6 +98,19 @@ class TraceWriter:
         msgs = [{**m, "content": strip(m.get("content"))} for m in messages]
         atomic_write_text(self.dir / "transcript.json", json.dumps(msgs, indent=1))
 
+    def discard(self) -> None:
+        """Remove what this writer (and the runtime) put in the directory: there was no episode."""
+        self._calls.close()
+        self._prims.close()
+        for name in (*TRACE_FILES, "runtime.log"):
+            (self.dir / name).unlink(missing_ok=True)
+        for sub in ("images", "cells", "work"):
+            shutil.rmtree(self.dir / sub, ignore_errors=True)
+        try:
+            self.dir.rmdir()
+        except OSError:
+            pass  # the directory held other files before
+
     def finish(self, rec: EpisodeRecord) -> None:
         self._calls.close()
         self._prims.close()

@@ -23,9 +23,9 @@ def _price_table(args: argparse.Namespace) -> PriceTable:
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Load every complete trace below --results into --db.
 
-    Exit 0 even when corrupt traces were skipped (they are listed on stderr),
-    so one bad episode does not stop a workflow's tables; with `strict` set
-    (an optional --strict flag) any skipped corrupt trace makes it exit 1.
+    Exit 0 even when corrupt traces were skipped (they are listed on stderr);
+    with --strict (the workflow's ingest) any skipped corrupt trace makes it
+    exit 1, so tables never silently leave an episode out.
     Prices for the database's dollar views come from --config when the CLI
     has it, else from ./config.yaml when that exists.
     """

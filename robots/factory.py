@@ -18,6 +18,19 @@ def make_backend(benchmark: str, image_size: int = 256):
     raise CellbenchError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)}")
 
 
+def check_task(benchmark: str, task: str) -> None:
+    """Raise CellbenchError naming the task unless it exists in the benchmark group; builds no scene."""
+    if benchmark not in BENCHMARKS:
+        raise CellbenchError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)}")
+    from robots.libero_pro import _benchmark, check_group, parse_task_id
+
+    suite, index = parse_task_id(task)
+    n_tasks = _benchmark(suite).n_tasks  # an unknown suite raises here
+    if not 0 <= index < n_tasks:
+        raise CellbenchError(f"task {task!r}: suite {suite} has tasks 0..{n_tasks - 1}")
+    check_group(benchmark, suite, index)
+
+
 def make_vla(spec: dict[str, Any]):
     name = spec.get("vla", "scripted")
     if name == "scripted":

@@ -15,7 +15,8 @@ rule ingest:
         "logs/ingest.log",
     localrule: True
     shell:
-        "cellbench ingest --results results/episodes --db {output} > {log} 2>&1"
+        # --strict: a corrupt trace stops the tables (naming the file) instead of silently thinning them.
+        "cellbench ingest --strict --results results/episodes --db {output} > {log} 2>&1"
 
 
 rule report:

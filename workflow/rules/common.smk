@@ -25,6 +25,7 @@ from agents.config import (
     config_hash,
     episode_grid,
     episode_settings_hash,
+    task_problems,
     validate_config,
 )
 from agents.errors import CellbenchError
@@ -46,6 +47,13 @@ try:
 except CellbenchError as e:
     raise WorkflowError(f"invalid config:\n{e}") from None
 validate(config, "../schemas/config.schema.yaml")
+# Task ids the benchmark does not have: one error naming them all now, rather
+# than one failed job per episode later.  The main process only: a cluster
+# job re-reading this file need not pay the import again.
+if workflow.is_main_process:
+    _unknown = task_problems(config, _config_sources() or ["config"])
+    if _unknown:
+        raise WorkflowError("invalid config:\n" + "\n".join(_unknown))
 
 EPISODES = episode_grid(config)
 
