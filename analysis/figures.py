@@ -8,6 +8,7 @@ no instance both agents solved.
 """
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import matplotlib
@@ -145,6 +146,10 @@ def fig3_budget_cutoff(data: ReportData, measure: str = "input_tokens") -> plt.F
     paired = data.paired[data.paired["comparison"] == comparison]
     benchmarks = _benchmarks(paired) or ["–"]
     column = stats.BUDGET_MEASURES[measure]
+
+    def budget_label(value: float) -> str:
+        return f"${compact_number(value)}" if measure == "dollars" else compact_number(value)
+
     fig, axes = plt.subplots(1, len(benchmarks), figsize=(4.6 * len(benchmarks), 3.8), squeeze=False)
     for ax, benchmark in zip(axes[0], benchmarks):
         rows = paired[paired["benchmark"] == benchmark]
@@ -165,7 +170,7 @@ def fig3_budget_cutoff(data: ReportData, measure: str = "input_tokens") -> plt.F
         for k, agent in enumerate(stats.AGENTS):
             if np.isfinite(reach[agent]):
                 ax.axvline(reach[agent], color=AGENT_COLORS[agent], ls="--", lw=1.2)
-                ax.text(reach[agent], 0.02 + 0.07 * k, f" {compact_number(reach[agent])}", color=AGENT_COLORS[agent],
+                ax.text(reach[agent], 0.02 + 0.07 * k, f" {budget_label(reach[agent])}", color=AGENT_COLORS[agent],
                         transform=ax.get_xaxis_transform(), fontsize=9, ha="left", va="bottom")
         if np.isfinite(reach["tool"]) and np.isfinite(reach["code"]) and reach["code"] > 0:
             ax.text(0.04, 0.93, f"{reach['tool'] / reach['code']:.1f}×", transform=ax.transAxes, fontsize=22,
@@ -177,7 +182,7 @@ def fig3_budget_cutoff(data: ReportData, measure: str = "input_tokens") -> plt.F
         decades = np.log10(hi / lo)
         ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,)))
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.xaxis.set_major_formatter(_TOKENS)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: budget_label(v)))
         ax.set_title(f"{_label(benchmark)} (n = {n})")
         ax.set_xlabel({"input_tokens": "Input-token budget per episode", "llm_calls": "LLM-call budget per episode",
                        "dollars": f"Dollar budget per episode ({data.price.model})"}[measure])
@@ -334,6 +339,8 @@ def fig7_tokens_per_call(data: ReportData) -> plt.Figure:
 FIGURES = {
     "fig1_success": fig1_success,
     "fig3_budget_cutoff": fig3_budget_cutoff,
+    "fig3_budget_cutoff_llm_calls": partial(fig3_budget_cutoff, measure="llm_calls"),
+    "fig3_budget_cutoff_dollars": partial(fig3_budget_cutoff, measure="dollars"),
     "fig5_decomposition": fig5_decomposition,
     "fig6_timeline": fig6_timeline,
     "fig7_tokens_per_call": fig7_tokens_per_call,

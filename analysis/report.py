@@ -190,7 +190,8 @@ def build_tables(data: ReportData) -> list[Table]:
               "code ran in full; calls, tokens and dollars are means on the instances all three solved. "
               + priced, stats.images_on_demand_table(p)),
         Table("planner_errors", "Planner errors (infrastructure failures: rerun, never counted)",
-              "These episodes are excluded from every other table.", data.planner_errors),
+              "These episodes are left out of pairing and of every paired table; endings counts them "
+              "as their own ending.", data.planner_errors),
     ]
 
 

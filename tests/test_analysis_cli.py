@@ -63,7 +63,8 @@ def test_report_and_figures(in_workdir, capsys):
     assert "unknown price model 'gpt-9'; known: astra, cheap, flat" in capsys.readouterr().err
 
     assert main(["figures", "--out", "figs", "--price", "cheap"]) == 0
-    for name in ("fig1_success", "fig3_budget_cutoff", "fig5_decomposition", "fig6_timeline", "fig7_tokens_per_call"):
+    for name in ("fig1_success", "fig3_budget_cutoff", "fig3_budget_cutoff_llm_calls", "fig3_budget_cutoff_dollars",
+                 "fig5_decomposition", "fig6_timeline", "fig7_tokens_per_call"):
         png, pdf = in_workdir / "figs" / f"{name}.png", in_workdir / "figs" / f"{name}.pdf"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
         assert pdf.read_bytes()[:5] == b"%PDF-" and pdf.stat().st_size > 5_000
