@@ -17,14 +17,15 @@ precisely (``robo`` is the robot object, an *acting call site* is a call
   ``else`` (these two control the statements after them in the same block).
 * **guarded chain** -- the cell executed >= 2 acting primitives, and some
   guard whose test observes a fresh result controls an acting call site, in
-  the cell's text or in the body of a helper it calls that an earlier cell
-  defined (a guarded pick-and-place written once and called later).
+  the cell's text or in the body of a helper it calls, directly or through
+  other helpers, that an earlier cell defined (a guarded pick-and-place
+  written once and called later).
 * **retry** -- a ``for``/``while`` loop that contains an acting call site and
   whose exit depends on a result: a ``while`` test that observes the robot, or
   a ``break``/``return`` under an ``if`` whose test observes the robot, or a
   ``break``/``return`` in a ``try`` body that has handlers (it runs only when
   the primitive did not raise); in the cell's text or in a helper it calls
-  that an earlier cell defined.  (Helpers are followed one level deep.)
+  that an earlier cell defined (followed through helpers calling helpers).
 * **own perception** -- the cell calls one of `PERCEPTION_ACCESSORS`
   (``robo.image/depth/points``: raw pixels and points, not a perception
   tool's answer), or does array math on a name bound (transitively) from
@@ -93,6 +94,8 @@ class CellSyntax:
     """Names used in array math: numpy arguments, method receivers, subscripted, operands."""
     defines: frozenset[str]
     called_names: frozenset[str]
+    helper_calls: tuple[tuple[str, frozenset[str]], ...]
+    """(function defined here, names its body calls): helpers calling helpers."""
     conditional_show: bool
     show_site: bool
 
@@ -303,7 +306,7 @@ def _conditional_regions(tree: _IndexedTree) -> Iterator[ast.AST]:
 
 
 _UNPARSED = CellSyntax(False, 0, False, False, frozenset(), frozenset(), False, (), frozenset(), frozenset(), frozenset(),
-                       False, False)
+                       (), False, False)
 
 
 @lru_cache(maxsize=65536)
@@ -399,6 +402,9 @@ def cell_syntax(source: str) -> CellSyntax:
         numpy_operands=frozenset(numpy_operands),
         defines=frozenset(d.name for d in defs),
         called_names=frozenset(called_names),
+        helper_calls=tuple((d.name, frozenset(n.func.id for n in tree.of_type(ast.Call)
+                                              if isinstance(n.func, ast.Name) and tree.contains(d, n)))
+                           for d in defs),
         conditional_show=conditional_show,
         show_site=bool(show_ids),
     )
@@ -416,6 +422,18 @@ def _perception_closure(syntax: CellSyntax, known: frozenset[str]) -> frozenset[
     return frozenset(names)
 
 
+def _helpers_reached(called: frozenset[str], helper_calls: dict[str, frozenset[str]]) -> set[str]:
+    """Earlier cells' helpers a cell calls, directly or through other helpers."""
+    reached: set[str] = set()
+    todo = [name for name in called if name in helper_calls]
+    while todo:
+        name = todo.pop()
+        if name not in reached:
+            reached.add(name)
+            todo.extend(n for n in helper_calls[name] if n in helper_calls)
+    return reached
+
+
 def episode_cell_stats(cells: list[tuple[int, str]],
                        executed: dict[int, list[tuple[str, bool]]]) -> list[CellStats]:
     """Statistics of an episode's cells, in call order.
@@ -424,7 +442,7 @@ def episode_cell_stats(cells: list[tuple[int, str]],
     name, acting flag)] from primitives.jsonl.  Order matters: helper reuse and
     perception names carry over from earlier cells.
     """
-    helpers: frozenset[str] = frozenset()
+    helper_calls: dict[str, frozenset[str]] = {}
     guarded_helpers: frozenset[str] = frozenset()
     retry_helpers: frozenset[str] = frozenset()
     perception_names: frozenset[str] = frozenset()
@@ -434,21 +452,22 @@ def episode_cell_stats(cells: list[tuple[int, str]],
         ran = executed.get(call_index, [])
         n_acting = sum(1 for _, acting in ran if acting)
         perception_names = _perception_closure(syn, perception_names)
+        reached = _helpers_reached(syn.called_names, helper_calls)
         out.append(CellStats(
             parses=syn.parses,
             n_primitives=len(ran),
             n_acting=n_acting,
             acting_sites=syn.acting_sites,
-            guarded_chain=n_acting >= 2 and (syn.guarded_chain_shape or bool(syn.called_names & guarded_helpers)),
-            retry=syn.retry_loop or bool(syn.called_names & retry_helpers),
+            guarded_chain=n_acting >= 2 and (syn.guarded_chain_shape or bool(reached & guarded_helpers)),
+            retry=syn.retry_loop or bool(reached & retry_helpers),
             own_perception=syn.calls_perception_accessor or bool(syn.numpy_operands & perception_names),
             helper_defined=bool(syn.defines),
-            helper_reused=bool(syn.called_names & helpers),
+            helper_reused=bool(syn.called_names & helper_calls.keys()),
             conditional_image_request=syn.conditional_show,
             single_step=n_acting == 1,
             requests_image=syn.show_site or any(name == IMAGE_REQUEST for name, _ in ran),
         ))
-        helpers = helpers | syn.defines
-        guarded_helpers = guarded_helpers | syn.guarded_helpers
-        retry_helpers = retry_helpers | syn.retry_helpers
+        helper_calls.update(syn.helper_calls)
+        guarded_helpers = (guarded_helpers - syn.defines) | syn.guarded_helpers
+        retry_helpers = (retry_helpers - syn.defines) | syn.retry_helpers
     return out

@@ -145,7 +145,8 @@ SELECT DISTINCT ablation AS comparison, agent, ablation FROM episodes
 WHERE NOT (agent = 'code' AND ablation IN (SELECT tool_ablation FROM (VALUES {_TOOL_ONLY_VALUES}) v(tool_ablation, code_ablation)))
 UNION
 SELECT tool_ablation AS comparison, 'code' AS agent, code_ablation AS ablation
-FROM (VALUES {_TOOL_ONLY_VALUES}) v(tool_ablation, code_ablation)""",
+FROM (VALUES {_TOOL_ONLY_VALUES}) v(tool_ablation, code_ablation)
+WHERE tool_ablation IN (SELECT ablation FROM episodes WHERE agent = 'tool')""",
     "paired": f"""
 WITH m AS (SELECT m.comparison, i.* FROM instances i JOIN comparison_members m USING (agent, ablation))
 SELECT t.comparison, {", ".join("t." + f for f in INSTANCE_FIELDS)},

@@ -141,3 +141,14 @@ def test_a_cell_that_does_not_parse_keeps_its_executed_counts():
     assert not s.parses and s.n_acting == 0 and not s.guarded_chain and not s.requests_image
     s = episode_cell_stats([(1, "if x\n"), (2, "robo.move_to([0, 0, 1])\n")], {2: [MOVE]})
     assert [c.parses for c in s] == [False, True] and s[1].single_step
+
+
+def test_helpers_calling_helpers_carry_the_chain():
+    cells = [
+        (1, "def place(o):\n    r = robo.move_to([0, 0, 1])\n    if r.reached:\n        robo.release()\n"),
+        (2, "def do_goal(g):\n    return place(g)\n"),
+        (3, "do_goal('bowl')\n"),
+    ]
+    s = episode_cell_stats(cells, {3: [MOVE, ("release", True)]})
+    assert [c.guarded_chain for c in s] == [False, False, True]
+    assert [c.helper_reused for c in s] == [False, True, True]
