@@ -305,8 +305,11 @@ def _conditional_regions(tree: _IndexedTree) -> Iterator[ast.AST]:
         yield from node.body
 
 
-_UNPARSED = CellSyntax(False, 0, False, False, frozenset(), frozenset(), False, (), frozenset(), frozenset(), frozenset(),
-                       (), False, False)
+_NOTHING = frozenset()
+_UNPARSED = CellSyntax(
+    parses=False, acting_sites=0, guarded_chain_shape=False, retry_loop=False, guarded_helpers=_NOTHING,
+    retry_helpers=_NOTHING, calls_perception_accessor=False, perception_bindings=(), numpy_operands=_NOTHING,
+    defines=_NOTHING, called_names=_NOTHING, helper_calls=(), conditional_show=False, show_site=False)
 
 
 @lru_cache(maxsize=65536)

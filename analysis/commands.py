@@ -47,8 +47,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from analysis.report import write_report
 
-    written = write_report(args.db, args.out, _price_table(args))
-    print(f"report: wrote {len(written)} files to {args.out}", file=sys.stderr)
+    written, data = write_report(args.db, args.out, _price_table(args))
+    n_errors = len(data.planner_errors)
+    print(f"report: wrote {len(written)} files to {args.out} ({len(data.paired)} paired instances"
+          + (f"; {n_errors} planner_error episodes left out, listed in planner_errors.md" if n_errors else "")
+          + ")", file=sys.stderr)
     return 0
 
 

@@ -322,6 +322,8 @@ def write_tables(tables: list[Table], out_dir: str | Path) -> list[Path]:
     return written
 
 
-def write_report(db_path: str | Path, out_dir: str | Path, price: PriceTable) -> list[Path]:
-    return write_tables(build_tables(load_report_data(db_path, price)), out_dir)
+def write_report(db_path: str | Path, out_dir: str | Path, price: PriceTable) -> tuple[list[Path], ReportData]:
+    """Every table into `out_dir`; returns the files written and the data they came from."""
+    data = load_report_data(db_path, price)
+    return write_tables(build_tables(data), out_dir), data
 

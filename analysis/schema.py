@@ -184,10 +184,7 @@ FROM episodes WHERE status = '{PLANNER_ERROR}' ORDER BY ALL""",
 }
 
 
-def instance_label(row: dict | typing.Any) -> str:
-    """How messages name an instance: `libero_pro libero_spatial_swap/0 seed 3` (+ repeat, comparison)."""
-    get = row.get if isinstance(row, dict) else (lambda k: getattr(row, k))
-    label = f"{get('benchmark')} {get('task')} seed {get('seed')}"
-    if get("repeat"):
-        label += f" repeat {get('repeat')}"
-    return label
+def instance_label(row: dict) -> str:
+    """How messages name an instance: `libero_pro libero_spatial_swap/0 seed 3` (+ repeat)."""
+    label = f"{row['benchmark']} {row['task']} seed {row['seed']}"
+    return label + (f" repeat {row['repeat']}" if row["repeat"] else "")
