@@ -271,6 +271,10 @@ def _opening(spec, card, caps, effects, first_images, image_refs, trace):
     from robots.api_docs import api_reference, tool_schemas
 
     prompts = load_prompts(spec.agent)
+    if len(card.get("arms", ("right",))) > 1:
+        from robots.robot import TWO_ARMS
+
+        caps = tuple(caps) + (TWO_ARMS,)  # the `arm` argument and move_both appear in both views
     objects = ", ".join(card["objects"])
     cameras = ", ".join(card["cameras"])
     if spec.agent == "tool":

@@ -378,7 +378,7 @@ class RuntimeServer:
         if acting and self.auto_cameras:
             images += [(c, png_bytes(self.robot.backend.render(c, "rgb", self.robot.show_size))) for c in self.auto_cameras]
         if acting:
-            text = json.dumps({"result": json.loads(text) if text.startswith(("{", "[")) else text, "state": summarize(self.robot._state_now())})
+            text = json.dumps({"result": json.loads(text) if text.startswith(("{", "[")) else text, "state": self.robot.state_summary()})
         return ActionResult(text, images, rows, self.robot.backend.success(), exception, finished)
 
     def exec_cell(self, code: str) -> ActionResult:

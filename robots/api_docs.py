@@ -15,7 +15,11 @@ import re
 import typing
 from typing import Any, Literal, get_args, get_origin
 
-from robots.robot import PrimitiveSpec, Robot
+from robots.robot import TWO_ARMS, PrimitiveSpec, Robot
+
+#: Parameters that exist only on a two-arm robot: hidden from both views without the `two_arms`
+#: capability, so a one-arm benchmark's prompt is what it was before arms existed.
+TWO_ARM_PARAMS = ("arm",)
 
 
 def _parse_doc(fn) -> tuple[str, dict[str, str]]:
@@ -52,12 +56,14 @@ def _json_type(annotation) -> dict[str, Any]:
     raise TypeError(f"no JSON schema for annotation {annotation!r}")
 
 
-def _params(spec: PrimitiveSpec) -> list[dict[str, Any]]:
+def _params(spec: PrimitiveSpec, capabilities=("vla",)) -> list[dict[str, Any]]:
     sig = inspect.signature(spec.fn)
     hints = typing.get_type_hints(spec.fn)
     _, docs = _parse_doc(spec.fn)
     out = []
     for name, p in list(sig.parameters.items())[1:]:
+        if name in TWO_ARM_PARAMS and TWO_ARMS not in capabilities:
+            continue
         out.append(
             {
                 "name": name,
@@ -84,7 +90,7 @@ def tool_schemas(capabilities=("vla",), include_show: bool = True) -> list[dict[
     for spec in visible_specs(capabilities, include_show):
         summary, _ = _parse_doc(spec.fn)
         props, required = {}, []
-        for p in _params(spec):
+        for p in _params(spec, capabilities):
             schema = dict(p["schema"])
             desc = p["doc"] + ("" if p["required"] else f" Default: {json.dumps(p['default'])}.")
             schema["description"] = desc.strip()
@@ -122,7 +128,7 @@ def api_reference(capabilities=("vla",)) -> str:
         "",
     ]
     for spec in visible_specs(capabilities):
-        params = _params(spec)
+        params = _params(spec, capabilities)
         sig = ", ".join(
             f"{p['name']}: {_type_name(p['annotation'])}" + ("" if p["required"] else f" = {p['default']!r}") for p in params
         )

@@ -6,7 +6,7 @@ from typing import Any
 
 from agents.errors import CellbenchError
 
-BENCHMARKS = ("libero_pro", "kitchen_atomic", "kitchen_composite")
+BENCHMARKS = ("libero_pro", "bimanual", "kitchen_atomic", "kitchen_composite")
 
 
 def make_backend(benchmark: str, image_size: int = 256):
@@ -15,6 +15,10 @@ def make_backend(benchmark: str, image_size: int = 256):
         from robots.libero_pro import LiberoProBackend
 
         return LiberoProBackend(image_size=image_size, group=benchmark)
+    if benchmark == "bimanual":  # RoboTwin 2.0's role: robosuite's own two-arm envs
+        from robots.bimanual import BimanualBackend
+
+        return BimanualBackend(image_size=image_size)
     raise CellbenchError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)}")
 
 
@@ -33,6 +37,10 @@ def check_task(benchmark: str, task: str) -> None:
 
 def make_vla(spec: dict[str, Any]):
     name = spec.get("vla", "scripted")
+    if name == "scripted" and spec.get("benchmark") == "bimanual":
+        from robots.vla.scripted_bimanual import ScriptedBimanualVLA
+
+        return ScriptedBimanualVLA(failure_prob=float(spec.get("vla_failure_prob", 0.2)), seed=int(spec.get("seed", 0)))
     if name == "scripted":
         from robots.vla.scripted import ScriptedVLA
 

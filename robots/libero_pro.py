@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from robots.backend import CameraMeta, RenderKind, StepCounter, TaskCard, ensure_headless_gl
+from robots.backend import StepCounter, TaskCard, ensure_headless_gl
+from robots.robosuite_cameras import RobosuiteCameras, apply_fast_render
 
 #: The LIBERO-PRO perturbed families the paper uses: {spatial, object, goal, 10} x {swap, lan, object, task}.
 PAPER_SUITES = tuple(
@@ -120,10 +121,11 @@ def task_language(suite: str, index: int) -> str:
     return _benchmark(suite).get_task(index).language
 
 
-class LiberoProBackend:
+class LiberoProBackend(RobosuiteCameras):
     """One LIBERO-PRO simulator; `reset` reuses the env when the task is unchanged."""
 
     name = "libero_pro"
+    cameras = CAMERAS
 
     def __init__(self, image_size: int = DEFAULT_IMAGE_SIZE, fast_render: bool = True, group: str = "libero_pro"):
         from agents.errors import CellbenchError
@@ -200,20 +202,8 @@ class LiberoProBackend:
             horizon=100_000,
         )
         if self.fast_render:
-            self._apply_fast_render(env)
+            apply_fast_render(env.env.sim)
         return env
-
-    @staticmethod
-    def _apply_fast_render(env) -> None:
-        import mujoco
-
-        sim = env.env.sim
-        # Shadows and reflections cost most of llvmpipe's time on these scenes.
-        sim.model._model.vis.quality.offsamples = 0
-        ctx = sim._render_context_offscreen
-        if ctx is not None:
-            ctx.scn.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 0
-            ctx.scn.flags[mujoco.mjtRndFlag.mjRND_REFLECTION] = 0
 
     def close(self) -> None:
         if self._env is not None:
@@ -251,40 +241,7 @@ class LiberoProBackend:
         q = self.gripper_qpos(arm)
         return float(abs(q[0] - q[1]))
 
-    # -- rendering -------------------------------------------------------
-    def render(self, camera: str, kind: RenderKind = "rgb", size: int | None = None) -> np.ndarray:
-        if camera not in CAMERAS:
-            raise ValueError(f"camera {camera!r} unknown; cameras: {', '.join(CAMERAS)}")
-        size = size or self.image_size
-        self.counter.renders[kind] = self.counter.renders.get(kind, 0) + 1
-        sim = self.sim
-        if kind == "rgb":
-            img = sim.render(camera_name=camera, width=size, height=size)
-            return np.ascontiguousarray(img[::-1])  # OpenGL rows run bottom-up: flip once, here
-        if kind == "depth":
-            from robosuite.utils.camera_utils import get_real_depth_map
-
-            _, depth = sim.render(camera_name=camera, width=size, height=size, depth=True)
-            return np.ascontiguousarray(get_real_depth_map(sim, depth[::-1]))
-        if kind == "segmentation":
-            seg = sim.render(camera_name=camera, width=size, height=size, segmentation=True)[::-1]
-            geom_ids = np.where(seg[..., 0] == 5, seg[..., 1], -1)  # objtype 5 = geom
-            out = np.where(geom_ids >= 0, self._seg_lut[np.clip(geom_ids, 0, None)], -1)
-            return np.ascontiguousarray(out.astype(np.int32))
-        raise ValueError(f"render kind {kind!r}: use rgb, depth or segmentation")
-
-    def render_depth_and_segmentation(self, camera: str, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """One render pass giving metric depth and object ids together (perception's hot path)."""
-        from robosuite.utils.camera_utils import get_real_depth_map
-
-        size = size or self.image_size
-        self.counter.renders["seg+depth"] = self.counter.renders.get("seg+depth", 0) + 1
-        seg, depth = self.sim.render(camera_name=camera, width=size, height=size, depth=True, segmentation=True)
-        seg, depth = seg[::-1], depth[::-1]
-        geom_ids = np.where(seg[..., 0] == 5, seg[..., 1], -1)
-        ids = np.where(geom_ids >= 0, self._seg_lut[np.clip(geom_ids, 0, None)], -1).astype(np.int32)
-        return np.ascontiguousarray(get_real_depth_map(self.sim, depth)), np.ascontiguousarray(ids)
-
+    # -- rendering (RobosuiteCameras) and segmentation --------------------
     def _build_segmentation_lut(self, objects: tuple[str, ...]) -> None:
         """geom id -> index of the scene object owning it (walking up the body tree), else -1."""
         model = self.sim.model._model
@@ -312,19 +269,6 @@ class LiberoProBackend:
 
     def segmentation_names(self) -> dict[int, str]:
         return dict(self._seg_names)
-
-    def camera_meta(self, camera: str, size: int | None = None) -> CameraMeta:
-        from robosuite.utils.camera_utils import get_camera_extrinsic_matrix, get_camera_intrinsic_matrix
-
-        size = size or self.image_size
-        K = get_camera_intrinsic_matrix(self.sim, camera, size, size)
-        E = get_camera_extrinsic_matrix(self.sim, camera)
-        return CameraMeta(camera=camera, width=size, height=size, intrinsics=K.tolist(), extrinsics=E.tolist())
-
-    def world_to_pixel_matrix(self, camera: str, size: int) -> np.ndarray:
-        from robosuite.utils.camera_utils import get_camera_transform_matrix
-
-        return get_camera_transform_matrix(self.sim, camera, size, size)
 
     def info(self) -> dict[str, Any]:
         return {"backend": self.name, "bddl": self._bddl, "sim_steps": self.counter.sim_steps}

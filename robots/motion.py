@@ -57,7 +57,9 @@ class MotionController:
     def __init__(self, backend, arm: str = "right"):
         self.backend = backend
         self.arm = arm
-        self.gripper_cmd = GRIPPER_OPEN
+        # A two-arm task may start with something already in a hand: keep that gripper closed.
+        initial = getattr(backend, "gripper_command_at_reset", None)
+        self.gripper_cmd = initial(arm) if initial is not None else GRIPPER_OPEN
         _, self.R_down = backend.eef_pose(arm)
         self.yaw = 0.0
         self._last = np.zeros(6)
@@ -132,3 +134,36 @@ class MotionController:
         self._last = np.zeros(6)
         _, R = self.backend.eef_pose(self.arm)
         return yaw_of(R, self.R_down), n
+
+
+def move_together(controllers: dict[str, MotionController], targets: dict[str, np.ndarray],
+                  tol: float = 0.008, max_steps: int = 250) -> dict[str, MotionOutcome]:
+    """Move several arms of one backend in the same env steps (`backend.step_arms`), arriving together.
+
+    Each arm's speed cap is scaled by its share of the longest distance, so an
+    object held by both hands stays level while they carry it.
+    """
+    backend = next(iter(controllers.values())).backend
+    targets = {arm: np.asarray(t, dtype=float) for arm, t in targets.items()}
+    start = {arm: float(np.linalg.norm(targets[arm] - backend.eef_pose(arm)[0])) for arm in controllers}
+    longest = max(max(start.values()), 1e-6)
+    speeds = {arm: max(0.2, d / longest) for arm, d in start.items()}
+    settled, steps = 0, 0
+    for steps in range(1, max_steps + 1):
+        actions, dists = {}, []
+        for arm, c in controllers.items():
+            actions[arm], d = c._action(targets[arm], speeds[arm])
+            dists.append(d)
+        backend.step_arms(actions)
+        if max(dists) < tol:
+            settled += 1
+            if settled >= 3:
+                break
+        else:
+            settled = 0
+    out = {}
+    for arm, c in controllers.items():
+        c._last = np.zeros(6)
+        d = float(np.linalg.norm(targets[arm] - backend.eef_pose(arm)[0]))
+        out[arm] = MotionOutcome(reached=d < max(tol * 2, 0.015), final_dist_m=d, steps=steps)
+    return out

@@ -40,6 +40,11 @@ def pixels_to_world(rows: np.ndarray, cols: np.ndarray, depth: np.ndarray, world
     return pts[:3].T
 
 
+def locate_cameras(backend) -> tuple[str, ...]:
+    """The cameras `locate` fuses: a backend may name its own (a scene whose arms hide objects from two views)."""
+    return tuple(getattr(backend, "locate_cameras", LOCATE_CAMERAS))
+
+
 @dataclass
 class ObjectPoints:
     name: str
@@ -49,8 +54,9 @@ class ObjectPoints:
     cameras: tuple[str, ...]
 
 
-def object_points(backend, name: str, cameras=LOCATE_CAMERAS, size: int = LOCATE_SIZE) -> ObjectPoints:
-    """Visible surface points of one named object, fused over `cameras`."""
+def object_points(backend, name: str, cameras=None, size: int = LOCATE_SIZE) -> ObjectPoints:
+    """Visible surface points of one named object, fused over `cameras` (default: the backend's locate cameras)."""
+    cameras = cameras or locate_cameras(backend)
     names = backend.segmentation_names()
     ids = [i for i, n in names.items() if n == name]
     if not ids:

@@ -21,13 +21,15 @@ from dataclasses import dataclass
 
 from robots.factory import BENCHMARKS
 
-CALL_BUDGETS = {"libero_pro": 40, "kitchen_atomic": 40, "kitchen_composite": 100}
+CALL_BUDGETS = {"libero_pro": 40, "bimanual": 40, "kitchen_atomic": 40, "kitchen_composite": 100}
 #: RoboCasa365 composite has no operating guides, so neither has its stand-in.
-HAS_GUIDES = {"libero_pro": True, "kitchen_atomic": True, "kitchen_composite": False}
+HAS_GUIDES = {"libero_pro": True, "bimanual": True, "kitchen_atomic": True, "kitchen_composite": False}
 #: BDDL goal predicate -> task family word (on/in are refined by their region, see goal_family).
 GOAL_FAMILIES = {"open": "open", "close": "close", "turnon": "turn_on", "turnoff": "turn_off"}
 #: Families the scripted planner has a strategy of its own for (the rest only through the VLA).
 SCRIPTED_FAMILIES = {"pick_place"}
+#: robosuite two-arm env -> family word of the bimanual group.
+BIMANUAL_FAMILIES = {"TwoArmLift": "lift_together", "TwoArmHandover": "handover"}
 #: Fixtures the LIBERO backend leaves off the task card.
 _NOT_ON_CARD = ("main_table", "kitchen_table", "floor")
 
@@ -118,12 +120,31 @@ def kitchen_tasks(group: str) -> list[TaskEntry]:
     return out
 
 
+def bimanual_tasks() -> list[TaskEntry]:
+    """The 50 two-arm tasks (robosuite env x variant); family = the env's skill and the arm layout.
+
+    The scripted planner has a strategy for both skills (lift with both hands, hand over), built from
+    the same primitives as any planner; whether it succeeds is robosuite's check, per instance.
+    """
+    from robots.bimanual import all_task_ids, task_instruction, variant_of
+
+    out = []
+    for task in all_task_ids():
+        v = variant_of(task)
+        family = BIMANUAL_FAMILIES[v.env] + ("_from_hand" if v.in_hand else "") + f"/{v.layout}"
+        out.append(TaskEntry("bimanual", task, family, task_instruction(task), CALL_BUDGETS["bimanual"],
+                             HAS_GUIDES["bimanual"], True))
+    return out
+
+
 def all_tasks(benchmark: str | None = None) -> list[TaskEntry]:
     groups = [benchmark] if benchmark else list(BENCHMARKS)
     out: list[TaskEntry] = []
     for g in groups:
         if g == "libero_pro":
             out += libero_pro_tasks()
+        elif g == "bimanual":
+            out += bimanual_tasks()
         elif g in ("kitchen_atomic", "kitchen_composite"):
             out += kitchen_tasks(g)
         else:

@@ -102,6 +102,16 @@ class Move(_Result):
 
 
 @dataclass(frozen=True)
+class BothMoves(_Result):
+    right: Move
+    left: Move
+
+    @property
+    def ok(self) -> bool:
+        return self.right.reached and self.left.reached
+
+
+@dataclass(frozen=True)
 class Rotate(_Result):
     yaw: float
     reached: bool

@@ -17,8 +17,9 @@ from typing import Any, Callable, Literal
 import numpy as np
 
 from robots import perception
-from robots.motion import MotionController, yaw_of
+from robots.motion import MotionController, move_together, yaw_of
 from robots.results import (
+    BothMoves,
     CameraInfo,
     Gripper,
     Located,
@@ -37,6 +38,8 @@ HOLDING_MIN_WIDTH_M = 0.003
 # z reaches the floor: libero_object scenes put the objects on the floor (z ~ 0), not on a table at ~0.9.
 WORKSPACE_LOW = np.array([-0.6, -0.6, -0.05])
 WORKSPACE_HIGH = np.array([0.6, 0.6, 1.5])
+#: Capability a two-arm backend adds: shows the `arm` argument and `move_both` in both interface views.
+TWO_ARMS = "two_arms"
 
 
 class EpisodeFinished(BaseException):
@@ -94,6 +97,18 @@ def primitive(acting: bool, requires: str | None = None):
     return deco
 
 
+def _target(value, primitive_name: str, arg: str) -> np.ndarray:
+    """A validated gripper target inside the workspace."""
+    target = _xyz(value, f"{primitive_name}: {arg}")
+    if np.any(target < WORKSPACE_LOW) or np.any(target > WORKSPACE_HIGH):
+        what = primitive_name if arg == "xyz" else f"{primitive_name}: {arg}"
+        raise ValueError(
+            f"{what}: {target.round(3).tolist()} is outside the workspace "
+            f"{WORKSPACE_LOW.tolist()}..{WORKSPACE_HIGH.tolist()}"
+        )
+    return target
+
+
 def _xyz(value, what: str) -> np.ndarray:
     try:
         arr = np.asarray(value, dtype=float).reshape(-1)
@@ -117,7 +132,11 @@ class Robot:
         self.vla_policy = vla_policy
         self.segmentation = segmentation or perception.SimSegmentation(backend)
         self.show_size = show_size
-        self.motion = MotionController(backend)
+        self.arms: tuple[str, ...] = tuple(getattr(backend, "arms", ("right",)))
+        self.motions = {arm: MotionController(backend, arm) for arm in self.arms}
+        self.motion = self.motions["right"]
+        if len(self.arms) > 1:
+            self.capabilities.add(TWO_ARMS)
         self.guard: Callable[[], None] | None = None
         self.recorder: Callable[..., None] | None = None
         self.shown: list[tuple[str, np.ndarray]] = []
@@ -125,20 +144,31 @@ class Robot:
 
     # -- read-only -------------------------------------------------------
     @primitive(acting=False)
-    def state(self) -> RobotState:
-        """The gripper's position, wrist yaw, opening width and whether it holds something."""
-        return self._state_now()
+    def state(self, arm: Literal["right", "left"] = "right") -> RobotState:
+        """The gripper's position, wrist yaw, opening width and whether it holds something.
 
-    def _state_now(self) -> RobotState:
-        pos, R = self.backend.eef_pose()
-        width = self.backend.gripper_width()
+        Args:
+            arm: which arm, "right" or "left".
+        """
+        return self._state_now(arm)
+
+    def _state_now(self, arm: str = "right") -> RobotState:
+        motion = self._motion(arm)
+        pos, R = self.backend.eef_pose(arm)
+        width = self.backend.gripper_width(arm)
         return RobotState(
             eef_pos=tuple(round(float(v), 4) for v in pos),
-            eef_yaw=round(yaw_of(R, self.motion.R_down), 4),
+            eef_yaw=round(yaw_of(R, motion.R_down), 4),
             gripper_width_m=round(width, 4),
-            holding=self._holding(width),
+            holding=self._holding(width, arm),
             sim_steps=self.backend.counter.sim_steps,
         )
+
+    def state_summary(self):
+        """The state returned after an acting tool call: one arm's record, or {arm: record} for two arms."""
+        if len(self.arms) == 1:
+            return summarize(self._state_now())
+        return {arm: summarize(self._state_now(arm)) for arm in self.arms}
 
     @primitive(acting=False)
     def locate(self, name: str) -> Located:
@@ -158,7 +188,7 @@ class Robot:
         if len(op.points) < perception.MIN_PIXELS:
             return Located(name, False, None, None, None, 0.0, int(len(op.points)))
         centre, extent, top = perception.summarize_points(op.points)
-        score = len(op.cameras) / len(perception.LOCATE_CAMERAS)
+        score = len(op.cameras) / len(perception.locate_cameras(self.backend))
         return Located(
             name=name,
             found=True,
@@ -236,7 +266,7 @@ class Robot:
 
     # -- acting ----------------------------------------------------------
     @primitive(acting=True)
-    def move_to(self, xyz: list[float], max_steps: int = 250) -> Move:
+    def move_to(self, xyz: list[float], max_steps: int = 250, arm: Literal["right", "left"] = "right") -> Move:
         """Move the gripper centre to a world position in a straight, speed-capped line.
 
         The gripper keeps pointing down at its current yaw. `reached` is False
@@ -245,59 +275,81 @@ class Robot:
         Args:
             xyz: target [x, y, z] in metres.
             max_steps: give up after this many control steps (20 per second).
+            arm: which arm moves, "right" or "left"; the other one holds still.
         """
-        target = _xyz(xyz, "move_to: xyz")
-        if np.any(target < WORKSPACE_LOW) or np.any(target > WORKSPACE_HIGH):
-            raise ValueError(
-                f"move_to: {target.round(3).tolist()} is outside the workspace "
-                f"{WORKSPACE_LOW.tolist()}..{WORKSPACE_HIGH.tolist()}"
-            )
+        motion = self._motion(arm)
+        target = _target(xyz, "move_to", "xyz")
         if not 1 <= int(max_steps) <= 2000:
             raise ValueError("move_to: max_steps must be in 1..2000")
-        out = self.motion.move_to(target, max_steps=int(max_steps))
+        out = motion.move_to(target, max_steps=int(max_steps))
         return Move(out.reached, round(out.final_dist_m, 4), out.steps)
 
+    @primitive(acting=True, requires=TWO_ARMS)
+    def move_both(self, right_xyz: list[float], left_xyz: list[float], max_steps: int = 250) -> BothMoves:
+        """Move both grippers at once, each to its own world position, arriving together.
+
+        Use it for anything both hands hold (lifting or carrying one object): the
+        arms move in the same control steps, so the object stays level.
+
+        Args:
+            right_xyz: the right gripper's target [x, y, z] in metres.
+            left_xyz: the left gripper's target [x, y, z] in metres.
+            max_steps: give up after this many control steps (20 per second).
+        """
+        targets = {"right": _target(right_xyz, "move_both", "right_xyz"), "left": _target(left_xyz, "move_both", "left_xyz")}
+        if not 1 <= int(max_steps) <= 2000:
+            raise ValueError("move_both: max_steps must be in 1..2000")
+        out = move_together({arm: self._motion(arm) for arm in targets}, targets, max_steps=int(max_steps))
+        r, l = out["right"], out["left"]
+        return BothMoves(Move(r.reached, round(r.final_dist_m, 4), r.steps), Move(l.reached, round(l.final_dist_m, 4), l.steps))
+
     @primitive(acting=True)
-    def rotate_wrist(self, yaw: float) -> Rotate:
+    def rotate_wrist(self, yaw: float, arm: Literal["right", "left"] = "right") -> Rotate:
         """Turn the gripper about the vertical axis to an absolute yaw (radians, 0 = start pose).
 
         Args:
             yaw: target yaw in radians.
+            arm: which arm turns its wrist, "right" or "left".
         """
+        motion = self._motion(arm)
         if not np.isfinite(float(yaw)):
             raise ValueError("rotate_wrist: yaw must be a finite number")
-        reached_yaw, steps = self.motion.rotate_to(float(yaw))
+        reached_yaw, steps = motion.rotate_to(float(yaw))
         err = abs(np.arctan2(np.sin(reached_yaw - yaw), np.cos(reached_yaw - yaw)))
         return Rotate(round(reached_yaw, 4), bool(err < 0.05), steps)
 
     @primitive(acting=True)
-    def set_gripper(self, action: Literal["open", "close"]) -> Gripper:
+    def set_gripper(self, action: Literal["open", "close"], arm: Literal["right", "left"] = "right") -> Gripper:
         """Open or close the gripper; reports the opening width and whether it holds something.
 
         Args:
             action: "open" or "close".
+            arm: whose gripper, "right" or "left".
         """
+        motion = self._motion(arm)
         if action not in ("open", "close"):
             raise ValueError(f"set_gripper: action must be 'open' or 'close', got {action!r}")
-        steps = self.motion.set_gripper(close=action == "close")
-        width = self.backend.gripper_width()
-        return Gripper(round(width, 4), self._holding(width), steps)
+        steps = motion.set_gripper(close=action == "close")
+        width = self.backend.gripper_width(arm)
+        return Gripper(round(width, 4), self._holding(width, arm), steps)
 
     @primitive(acting=True)
-    def release(self, lift_m: float = 0.05) -> Gripper:
+    def release(self, lift_m: float = 0.05, arm: Literal["right", "left"] = "right") -> Gripper:
         """Open the gripper and back straight up by `lift_m` metres.
 
         Args:
             lift_m: how far to rise after opening (0 to stay).
+            arm: whose gripper opens, "right" or "left".
         """
+        motion = self._motion(arm)
         if not 0 <= float(lift_m) <= 0.3:
             raise ValueError("release: lift_m must be in 0..0.3")
-        steps = self.motion.set_gripper(close=False)
+        steps = motion.set_gripper(close=False)
         if lift_m > 0:
-            pos, _ = self.backend.eef_pose()
-            steps += self.motion.move_to(pos + np.array([0, 0, float(lift_m)]), max_steps=80).steps
-        width = self.backend.gripper_width()
-        return Gripper(round(width, 4), self._holding(width), steps)
+            pos, _ = self.backend.eef_pose(arm)
+            steps += motion.move_to(pos + np.array([0, 0, float(lift_m)]), max_steps=80).steps
+        width = self.backend.gripper_width(arm)
+        return Gripper(round(width, 4), self._holding(width, arm), steps)
 
     @primitive(acting=True, requires="vla")
     def vla(self, instruction: str, max_steps: int = 400) -> VLAResult:
@@ -315,8 +367,15 @@ class Robot:
         return VLAResult(self.vla_policy.name, out.success, out.steps, out.stopped_reason)
 
     # -- helpers ---------------------------------------------------------
-    def _holding(self, width: float) -> bool:
-        return self.motion.gripper_cmd > 0 and width > HOLDING_MIN_WIDTH_M
+    def _holding(self, width: float, arm: str = "right") -> bool:
+        return self._motion(arm).gripper_cmd > 0 and width > HOLDING_MIN_WIDTH_M
+
+    def _motion(self, arm: str) -> MotionController:
+        """The arm's controller; an arm this robot lacks is a clear ValueError."""
+        if arm not in self.motions:
+            have = " and ".join(repr(a) for a in self.arms)
+            raise ValueError(f"arm {arm!r}: this robot has {'one arm' if len(self.arms) == 1 else 'arms'} {have}")
+        return self.motions[arm]
 
     @classmethod
     def primitive_specs(cls) -> list[PrimitiveSpec]:

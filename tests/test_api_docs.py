@@ -9,8 +9,8 @@ import re
 import jsonschema
 import pytest
 
-from robots.api_docs import api_reference, tool_schemas
-from robots.robot import Robot
+from robots.api_docs import TWO_ARM_PARAMS, api_reference, tool_schemas
+from robots.robot import TWO_ARMS, Robot
 
 HEADING = re.compile(r"^### `robo\.(?P<name>\w+)\((?P<params>.*)\) -> (?P<ret>[^`]+)`\s+\((?P<kind>acting|read-only)\)$")
 NO_DEFAULT = object()
@@ -71,7 +71,7 @@ def schema_primitives(tools: list[dict]) -> dict[str, dict]:
 
 
 def signature_primitives(capabilities=("vla",)) -> dict[str, dict]:
-    """The source of truth: the primitive methods' own signatures."""
+    """The source of truth: the primitive methods' own signatures (a one-arm robot hides `arm`)."""
     out = {}
     for spec in Robot.primitive_specs():
         if spec.requires and spec.requires not in capabilities:
@@ -79,15 +79,17 @@ def signature_primitives(capabilities=("vla",)) -> dict[str, dict]:
         params = [
             (p.name, p.default is inspect.Parameter.empty, NO_DEFAULT if p.default is inspect.Parameter.empty else p.default)
             for p in list(inspect.signature(spec.fn).parameters.values())[1:]
+            if not (p.name in TWO_ARM_PARAMS and TWO_ARMS not in capabilities)
         ]
         out[spec.name] = {"acting": spec.acting, "params": params}
     return out
 
 
-def test_reference_and_schemas_list_the_same_primitives_as_the_signatures():
-    ref = reference_primitives(api_reference(("vla",)))
-    tools = schema_primitives(tool_schemas(("vla",)))
-    truth = signature_primitives(("vla",))
+@pytest.mark.parametrize("capabilities", [("vla",), ("vla", TWO_ARMS)])
+def test_reference_and_schemas_list_the_same_primitives_as_the_signatures(capabilities):
+    ref = reference_primitives(api_reference(capabilities))
+    tools = schema_primitives(tool_schemas(capabilities))
+    truth = signature_primitives(capabilities)
     assert list(ref) == list(tools) == list(truth)
     assert ref == truth
     assert tools == truth

@@ -243,13 +243,23 @@ class ScriptedPlanner:
             names = {t["function"]["name"] for t in tools}
             task_text = _text(messages[1]["content"])
             has_vla = "vla" in names or "robo.vla(" in _text(messages[0]["content"])
-            self._mind = (CodeMind if "python" in names else ToolMind)(task_text, has_vla)
+            self._mind = _mind_class(_text(messages[0]["content"]), names)(task_text, has_vla)
         self._n += 1
         name, args, text = self._mind.step(_last_result(messages))
         call = ToolCall(id=f"call_{self._n}", name=name, arguments=json.dumps(args))
         usage, raw = self.estimator.estimate(messages, tools, [text, call] if text else [call])
         return PlannerReply(text=text, tool_calls=[call], usage=usage, usage_source="estimated",
                             raw_usage=raw, latency_s=time.perf_counter() - t0)
+
+
+def _mind_class(system_text: str, tool_names: set[str]):
+    """The strategy family for this interface: two-arm robots get agents.planners.scripted_bimanual's."""
+    from agents.planners import scripted_bimanual as bimanual
+
+    code = "python" in tool_names
+    if bimanual.is_two_arm_interface(system_text, tool_names):
+        return bimanual.BimanualCodeMind if code else bimanual.BimanualToolMind
+    return CodeMind if code else ToolMind
 
 
 def _text(content) -> str:
