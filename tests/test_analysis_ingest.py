@@ -62,6 +62,9 @@ def test_incomplete_directory_is_reported_and_skipped(results, tmp_path):
 
 @pytest.mark.parametrize("damage, where", [
     (lambda d: (d / "calls.jsonl").write_text((d / "calls.jsonl").read_text()[:-40]), "calls.jsonl:3"),
+    # A blank line is skipped but still counted: the bad row is named by its line in the file.
+    (lambda d: (d / "calls.jsonl").write_text("\n".join(
+        (lambda ls: ls[:2] + [""] + [ls[2][:-40]])((d / "calls.jsonl").read_text().splitlines()))), "calls.jsonl:4"),
     (lambda d: (d / "episode.json").write_text('{"benchmark": "libero_pro", '), "episode.json"),
     (lambda d: (d / "primitives.jsonl").write_text(
         json.dumps({**json.loads((d / "primitives.jsonl").read_text().splitlines()[0]), "acting": "yes"}) + "\n"),
