@@ -153,3 +153,52 @@ def test_scripted_vla_declines_what_it_cannot_parse(fresh, backend):
     out = robot.vla("open the top drawer of the cabinet")
     assert out.steps == 0 and not out.success and out.stopped_reason.startswith("not understood")
     assert backend.counter.sim_steps == steps0
+
+
+# -- the stand-in's instruction parser (no simulator: positions come from a fake locate) -------------
+SCENE = {
+    "akita_black_bowl_1": (-0.05, 0.21, 0.93, 0.95),
+    "akita_black_bowl_2": (-0.17, 0.32, 0.93, 0.95),
+    "cookies_1": (0.07, 0.19, 0.91, 0.92),
+    "glazed_rim_porcelain_ramekin_1": (-0.21, 0.19, 0.93, 0.94),
+    "plate_1": (0.05, 0.04, 0.91, 0.92),
+    "wooden_cabinet_1": (0.05, -0.28, 1.03, 1.13),
+    "flat_stove_1": (-0.30, -0.12, 0.93, 0.96),
+}
+
+
+def fake_locate(name):
+    from robots.results import Located
+
+    x, y, z, top = SCENE[name]
+    return Located(name, True, (x, y, z), (0.1, 0.1, 0.04), top, 1.0, 100)
+
+
+@pytest.mark.parametrize(
+    "instruction, expected",
+    [
+        ("pick the akita black bowl between the plate and the ramekin and place it on the plate",
+         ("akita_black_bowl_1", "plate_1")),
+        ("pick up the black bowl next to the ramekin and place it on the plate", ("akita_black_bowl_2", "plate_1")),
+        ("Put the bowl on the stove.", ("akita_black_bowl_1", "flat_stove_1")),
+        ("put the black bowl on the top of the drawer", ("akita_black_bowl_1", "wooden_cabinet_1")),
+        ("pick up the cookie box and place it on the plate", ("cookies_1", "plate_1")),
+    ],
+)
+def test_parser_resolves_names_and_spatial_qualifiers(instruction, expected):
+    from robots.vla.scripted import parse
+
+    got = parse(instruction, list(SCENE), fake_locate)
+    assert (got.obj, got.target) == expected
+
+
+@pytest.mark.parametrize(
+    "instruction",
+    ["open the top drawer of the cabinet", "turn on the stove", "put both the bowl and the cookies on the plate",
+     "pick up the red mug and place it on the plate"],
+)
+def test_parser_declines_what_it_cannot_do(instruction):
+    from robots.vla.scripted import NotUnderstood, parse
+
+    with pytest.raises(NotUnderstood):
+        parse(instruction, list(SCENE), fake_locate)
