@@ -156,5 +156,6 @@ def test_composite_code_agent_does_the_sub_goals_in_fewer_calls(episodes):
 @pytest.mark.parametrize("benchmark,task,budget", [("kitchen_atomic", ATOMIC_TASK, 40),
                                                    ("kitchen_composite", COMPOSITE_TASK, 100)])
 def test_code_agent_without_vla(tmp_path_factory, benchmark, task, budget):
+    # The planner's own primitives, no VLA: deterministic for a seed, and within its coverage.
     rec, _ = _run(tmp_path_factory, benchmark, task, "code", ablation="no_vla", budget=budget)
-    assert rec.status in STATUSES and rec.success == (rec.status == "solved")
+    assert rec.success and rec.status == "solved", rec
