@@ -269,14 +269,15 @@ def fig6_timeline(data: ReportData) -> plt.Figure:
                      color="white" if dark else "0.15")
         x = calls["call_index"].to_numpy()
         y = calls["cum_input_tokens"].to_numpy()
-        bottom.plot(x, y, color=AGENT_COLORS[agent], lw=2, marker=".", label=AGENT_LABELS[agent])
+        # The solving call's tokens go in the legend: labels at the circles collide when both solve alike.
+        label = AGENT_LABELS[agent]
         if np.isfinite(solve) and (x == solve).any():
             at = y[x == solve][0]
             bottom.plot([solve], [at], "o", ms=10, mfc="none", mec=AGENT_COLORS[agent], mew=2)
-            right_half = solve > longest / 2
-            bottom.annotate(f"solved after {compact_number(at)}", (solve, at), textcoords="offset points",
-                            xytext=(-10 if right_half else 10, 8), ha="right" if right_half else "left",
-                            color=AGENT_COLORS[agent], fontsize=9)
+            label += f": solved at call {int(solve)}, after {compact_number(at)} tokens"
+        else:
+            label += ": not solved"
+        bottom.plot(x, y, color=AGENT_COLORS[agent], lw=2, marker=".", label=label)
     for ax in (top, bottom):
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     top.set_xlim(0.3, longest + 0.7)
