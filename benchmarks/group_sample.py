@@ -23,6 +23,7 @@ from pathlib import Path
 #: Three tasks per group (see `cellbench tasks` for families and coverage).
 SAMPLES = {
     "libero_pro": ["libero_spatial_swap/0", "libero_object_lan/0", "libero_goal_swap/2"],
+    "bimanual": ["TwoArmLift/0", "TwoArmLift/13", "TwoArmHandover/0"],
     "kitchen_atomic": ["libero_90/9",    # put the black bowl on the plate (pick_place)
                        "libero_90/52",   # pick up the milk and put it in the basket (pick_place)
                        "libero_90/20"],  # turn on the stove (turn_on: not scripted)
