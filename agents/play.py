@@ -10,6 +10,7 @@ from typing import Any
 
 from agents.episode import ABLATION_EFFECTS, EpisodeSpec, run_episode
 from agents.errors import CellbenchError
+from robots.registry import CALL_BUDGETS
 
 #: Exit status of `cellbench play` for a planner_error episode (2 is a usage or config error).
 PLANNER_ERROR_EXIT = 3
@@ -49,7 +50,8 @@ def spec_from_args(args, config: dict[str, Any] | None) -> tuple[EpisodeSpec, di
         agent=args.agent,
         ablation=args.ablation,
         repeat=args.repeat,
-        call_budget=args.call_budget or int(group.get("call_budget", 40)),
+        # Without a config, the group's own budget (100 for composite tasks) from the registry.
+        call_budget=args.call_budget or int(group.get("call_budget", CALL_BUDGETS.get(args.benchmark, 40))),
         wall_clock_s=args.wall_clock or float(episode["wall_clock_s"]),
         context_window=episode.get("context_window"),
         n_images=int(episode["n_images"]),
