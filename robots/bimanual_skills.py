@@ -169,9 +169,11 @@ def _constants_source() -> str:
 
 
 #: The planning functions' own source, for a code cell to define them (it sees only `robo`, `np`, `math`).
-PLANNING_SOURCE = "\n".join(
-    [_constants_source(), ""] + [inspect.getsource(f) for f in (wrap_full, close_along_yaw, lift_plan, handover_plan, left_grasp)]
-)
+PLANNING_SOURCE = {
+    "lift": "\n".join([_constants_source(), ""] + [inspect.getsource(f) for f in (close_along_yaw, lift_plan)]),
+    "handover": "\n".join([_constants_source(), ""] + [inspect.getsource(f) for f in
+                                                       (wrap_full, close_along_yaw, handover_plan, left_grasp)]),
+}
 
 
 def _as_dict(loc) -> dict:
@@ -198,7 +200,7 @@ def lift_pot(p, layout: str) -> bool:
     return p.state("right").holding and p.state("left").holding
 
 
-def hand_over(p, layout: str, early_release: bool = False) -> bool:
+def hand_over(p, layout: str) -> bool:
     """Right arm picks the hammer up (unless it holds it), left arm takes it by the handle, right lets go."""
     right = p.state("right")
     if right.holding:
@@ -227,8 +229,6 @@ def hand_over(p, layout: str, early_release: bool = False) -> bool:
     right = p.state("right")
     if not right.holding:
         return False
-    if early_release:  # the stand-in's failure: let go before the other hand has it
-        p.set_gripper("open", arm="right")
     lx, ly, lz = left_grasp(plan, right.eef_pos, _as_dict(p.locate("hammer_handle")), _as_dict(p.locate("hammer_head")))
     p.rotate_wrist(plan["left_yaw"], arm="left")
     p.move_to([lx, ly, lz + APPROACH_ABOVE_M], arm="left")

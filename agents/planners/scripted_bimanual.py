@@ -170,10 +170,10 @@ print("retry:", attempt())
 '''
 
 
-def cell_library() -> str:
-    """The planning functions and both two-arm procedures, as source a cell can define."""
-    procs = [inspect.getsource(f) for f in (bs._as_dict, bs.lift_pot, bs.hand_over)]
-    return bs.PLANNING_SOURCE + "\n\n" + "\n".join(procs)
+def cell_library(skill: str) -> str:
+    """The skill's planning functions and procedure, as source a cell can define."""
+    proc = bs.lift_pot if skill == "lift" else bs.hand_over
+    return bs.PLANNING_SOURCE[skill] + "\n\n" + inspect.getsource(bs._as_dict) + "\n\n" + inspect.getsource(proc)
 
 
 class BimanualCodeMind(_Mind):
@@ -190,7 +190,7 @@ class BimanualCodeMind(_Mind):
             yield "finish", {"status": "stuck", "summary": f"No two-arm strategy for: {self.instruction}"}, ""
             return
         layout = bs.layout_of(self.instruction)
-        code = cell_library() + CELL_DRIVER.format(
+        code = cell_library(skill) + CELL_DRIVER.format(
             layout=layout, skill=skill, skill_fn="lift_pot" if skill == "lift" else "hand_over",
             layout_text="the arms face each other" if layout == "opposed" else "the arms stand side by side")
         yield "python", {"code": code}, "Define the two-arm planning helpers and run the task with checks and a retry."

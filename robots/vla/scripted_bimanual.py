@@ -47,6 +47,24 @@ class _StepLimitedTwoArms(_StepLimitedBackend):
         self._backend.step_arms(actions)
 
 
+class _LetsGoEarly:
+    """Primitives whose right hand opens just before the left arm first acts (a handover dropped mid-air)."""
+
+    def __init__(self, prims):
+        self._prims, self._armed = prims, True
+
+    def __getattr__(self, name):
+        fn = getattr(self._prims, name)
+
+        def call(*args, **kwargs):
+            if self._armed and kwargs.get("arm") == "left" and name != "state":
+                self._armed = False
+                self._prims.set_gripper("open", arm="right")
+            return fn(*args, **kwargs)
+
+        return call
+
+
 def layout_from_grippers(robot) -> str:
     """'parallel' when the right gripper's fingers close along world y at wrist yaw 0, else 'opposed'.
 
@@ -99,7 +117,7 @@ class ScriptedBimanualVLA(ScriptedVLA):
                     prims = _Misperceiving(prims, str(arm_name), offset)
                 bimanual_skills.lift_pot(prims, layout)
             else:
-                bimanual_skills.hand_over(prims, layout, early_release=fails)
+                bimanual_skills.hand_over(_LetsGoEarly(prims) if fails else prims, layout)
             reason = "success" if io.success() else "policy_done"
         except _StepBudgetExceeded:
             reason = "max_steps"
