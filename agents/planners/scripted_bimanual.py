@@ -24,6 +24,8 @@ import inspect
 from agents.planners.scripted import MAX_VLA_TRIES, ToolMind, _Mind
 from robots import bimanual_skills as bs
 
+#: Two-arm skills take 200-700 control steps (both arms approach in turn); the guide says so.
+VLA_MAX_STEPS = 800
 #: The two-arm tasks' objects, by skill.
 LIFT_OBJECTS = ("pot_handle0", "pot_handle1")
 HANDOVER_OBJECTS = ("hammer_handle", "hammer_head")
@@ -49,7 +51,8 @@ class BimanualToolMind(ToolMind):
         skill = skill_of(self.objects)
         if self.has_vla and skill:
             for _ in range(MAX_VLA_TRIES):
-                yield "vla", {"instruction": self.instruction}, "I will ask the VLA policy to do the two-arm task."
+                yield "vla", {"instruction": self.instruction, "max_steps": VLA_MAX_STEPS}, \
+                    "I will ask the VLA policy to do the two-arm task."
                 if self._json().get("success"):
                     return
         if skill is None:
@@ -140,7 +143,7 @@ class BimanualToolMind(ToolMind):
 
 CELL_VLA = '''\
 for attempt in range({tries}):
-    r = robo.vla({instruction!r})
+    r = robo.vla({instruction!r}, max_steps={max_steps})
     print("vla attempt", attempt + 1, "success:", r.success, "steps:", r.steps, "reason:", r.stopped_reason)
     if r.success:
         break
@@ -182,7 +185,7 @@ class BimanualCodeMind(_Mind):
     def script(self):
         skill = skill_of(self.objects)
         if self.has_vla and skill:
-            yield "python", {"code": CELL_VLA.format(tries=MAX_VLA_TRIES, instruction=self.instruction)}, \
+            yield "python", {"code": CELL_VLA.format(tries=MAX_VLA_TRIES, instruction=self.instruction, max_steps=VLA_MAX_STEPS)}, \
                 "Try the VLA policy first, retrying locally."
             if "success: True" in (self.result or ""):
                 return
