@@ -14,6 +14,8 @@ rule ingest:
     log:
         "logs/ingest.log",
     localrule: True
+    conda:
+        "../envs/cellbench.yaml"
     shell:
         # --strict: a corrupt trace stops the tables (naming the file) instead of silently thinning them.
         "cellbench ingest --strict --results results/episodes --db {output} > {log} 2>&1"
@@ -30,6 +32,8 @@ rule report:
     log:
         "logs/report.log",
     localrule: True
+    conda:
+        "../envs/cellbench.yaml"
     shell:
         "cellbench report --db {input.db} --out {output} --config {params.config} > {log} 2>&1"
 
@@ -48,5 +52,7 @@ rule figures:
     log:
         "logs/figures.log",
     localrule: True
+    conda:
+        "../envs/cellbench.yaml"
     shell:
         "cellbench figures --db {input.db} --out {output} --config {params.config} > {log} 2>&1"

@@ -36,6 +36,8 @@ rule episode:
     threads: 1
     resources:
         runtime=episode_runtime_min,
+    conda:
+        "../envs/cellbench.yaml"
     shell:
         "cellbench play --benchmark {wildcards.benchmark}"
         " --task {wildcards.suite}/{wildcards.task_index} --seed {wildcards.seed}"
