@@ -8,19 +8,28 @@ that solves LIBERO's bowl-to-plate tasks:
   +y wall unless a taller neighbour stands where the open fingers would land;
 * boxes, cans and bottles are grasped at the centre with the fingers across
   the object's narrow horizontal axis, closing a little below the top;
-* every target is released *above* its measured top, never inside it: the
-  held object's bottom is lowered to just over a plate and dropped into a
-  basket or bowl from above the rim;
+* the object is released over the centre of the target's main surface
+  (`support_of`: a plate's face, a cabinet's top, a stove's burner end),
+  its bottom lowered to ~1 cm above what it would touch; into containers
+  (walls all round: basket, bowl) it is dropped from above the rim, never
+  lowered inside;
 * the transport height clears every object the camera sees near the path
   (wine racks and cabinets in the goal scenes stand 20-30 cm tall), and the
   arm rises and descends vertically, holding the grasp's xy.
 
 Each skill checks what the robot reports (`Gripper.holding`, a fresh
 `locate`, the wrist camera after a release) and returns False on a failed
-step instead of raising.  They take
-any object with the primitive methods: a `Robot`, or `direct(robot)` — the
-same implementations without the primitive recorder and success guard, for
-a controller that runs inside one primitive (the scripted VLA stand-in).
+step instead of raising.  They take any object with the primitive methods:
+a `Robot`, or `direct(robot)` — the same implementations without the
+primitive recorder and success guard, for a controller that runs inside one
+primitive (the scripted VLA stand-in).  Beyond the primitives they read
+only camera perception (`robots.perception`, adding the wrist camera).
+
+Known limits (measured on LIBERO-PRO `_swap` suites): objects at the far
+edge of reach (a bowl on the cabinet top at x ~ 0.05, a bottle at x ~ 0.16
+in the floor scenes) leave the arm straight at its elbow limit, where the
+OSC controller cannot pull it back toward the base; bowls inside drawers
+or stacked on a ramekin are not handled.
 """
 from __future__ import annotations
 
