@@ -122,8 +122,10 @@ def _xyz(value, what: str) -> np.ndarray:
 class Robot:
     """A robot arm with a gripper in a benchmark scene. World frame: metres, z up.
 
-    All positions are world coordinates in metres; the table top is near
-    z = 0.9 in LIBERO scenes. Yaw is radians about world z, 0 = the start pose.
+    All positions are world coordinates in metres; the working surface's
+    height depends on the scene (about 0.9 on LIBERO tabletops, about 0 in
+    its floor scenes): measure it with `locate`. Yaw is radians about world
+    z, 0 = the start pose.
     """
 
     def __init__(self, backend, capabilities=("vla",), vla_policy=None, segmentation=None, show_size: int = 256):
