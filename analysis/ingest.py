@@ -11,7 +11,8 @@ Re-ingest is incremental and idempotent: the database remembers each trace's
 episode.json mtime; unchanged traces are kept, changed ones reloaded, vanished
 ones removed.  A different results folder or a new analysis schema rebuilds
 from scratch.  Parsing runs in worker processes when there are many traces;
-the database is written by this process only, in one transaction.
+the database is written by this process only, one transaction per batch of
+traces (a trace is loaded whole or not at all).
 """
 from __future__ import annotations
 
@@ -22,8 +23,9 @@ import re
 import sys
 import time
 import typing
+from collections import deque
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import MISSING, astuple, dataclass, field, fields
 from operator import attrgetter
 from pathlib import Path
@@ -51,6 +53,11 @@ _CELL_NAME = re.compile(r"^cell_(\d+)\.py$")
 #: Below this many traces to parse, worker processes cost more than they save.
 _PARALLEL_THRESHOLD = 2000
 _CHUNK = 500
+#: Traces per write transaction: few enough to bound memory, many enough that commits cost little.
+_COMMIT_EVERY = 5000
+#: DuckDB's own cap (its default is 80% of RAM); ingest needs far less, and it
+#: shares the machine with episodes.
+_MEMORY_LIMIT = "512MB"
 
 
 class TraceError(Exception):
@@ -377,6 +384,29 @@ def _write_prices(con: duckdb.DuckDBPyConnection, tables: dict[str, PriceTable],
         con.execute("INSERT INTO meta VALUES ('price_model', ?)", [price_model])
 
 
+def _bounded_map(pool: ProcessPoolExecutor, fn, items: list, ahead: int):
+    """pool.map in order, with at most `ahead` results pending: Executor.map submits every item at
+    once, and parsed chunks then pile up in memory while this process writes the database."""
+    pending: deque = deque()
+    for item in items:
+        pending.append(pool.submit(fn, item))
+        if len(pending) >= ahead:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+@contextmanager
+def _transaction(con: duckdb.DuckDBPyConnection):
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
 def _default_workers() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
@@ -418,29 +448,38 @@ def ingest_traces(results_root: str | Path, db_path: str | Path, *,
             # connection is open: a fork copies no threads but their locks.
             method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
             pool = stack.enter_context(ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context(method)))
-            parsed = pool.map(_read_chunk, chunks)
+            parsed = _bounded_map(pool, _read_chunk, chunks, ahead=2 * workers)
         else:
             parsed = map(_read_chunk, chunks)
         con = stack.enter_context(_connect(db_path))
-        con.execute("BEGIN TRANSACTION")
-        try:
+        con.execute(f"SET memory_limit = '{_MEMORY_LIMIT}'")
+        # One transaction for the tables, views, prices and removals, then one
+        # per batch of traces (their rows and manifest entries together): memory
+        # stays bounded at any scale (one transaction over 10^5 traces held
+        # ~2 GB), and an ingest that is killed keeps the batches it finished;
+        # the next run loads only the rest.
+        with _transaction(con):
             if rebuild:
                 _recreate_tables(con)
                 con.execute("INSERT INTO meta VALUES ('analysis_schema', ?), ('results_root', ?)",
                             [str(schema.ANALYSIS_SCHEMA), root_id])
             _delete_traces(con, stale)
-            for traces, problems in parsed:
-                _write_traces(con, traces)
-                summary.loaded += len(traces)
-                summary.problems.extend(problems)
             if prices is not None:
                 _write_prices(con, *prices)
             for view, sql in schema.VIEWS.items():
                 con.execute(f"CREATE OR REPLACE VIEW {view} AS {sql}")
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+        batch: list[TraceRows] = []
+        for traces, problems in parsed:
+            batch += traces
+            summary.problems.extend(problems)
+            if len(batch) >= _COMMIT_EVERY:
+                with _transaction(con):
+                    _write_traces(con, batch)
+                summary.loaded += len(batch)
+                batch = []
+        with _transaction(con):
+            _write_traces(con, batch)
+        summary.loaded += len(batch)
         (summary.total,), = con.execute("SELECT count(*) FROM episodes").fetchall()
     summary.seconds = time.perf_counter() - started
     return summary
