@@ -26,6 +26,11 @@ def check_task(benchmark: str, task: str) -> None:
     """Raise CellbenchError naming the task unless it exists in the benchmark group; builds no scene."""
     if benchmark not in BENCHMARKS:
         raise CellbenchError(f"unknown benchmark {benchmark!r}; known: {', '.join(BENCHMARKS)}")
+    if benchmark == "bimanual":
+        from robots.bimanual import parse_task_id as parse_bimanual_task
+
+        parse_bimanual_task(task)  # raises naming the env or variant
+        return
     from robots.libero_pro import _benchmark, check_group, parse_task_id
 
     suite, index = parse_task_id(task)
