@@ -28,13 +28,14 @@ ROOT = Path(__file__).resolve().parent.parent
 SNAKEMAKE = Path(sys.executable).parent / "snakemake"
 
 STUB = """#!/bin/sh
-# cellbench stand-in: writes what each command would, nothing more.
+# cellbench stand-in: writes what each command would, nothing more (`play`
+# first sleeps $CELLBENCH_STUB_EPISODE_S seconds, default 0, like an episode).
 cmd=$1; shift
 while [ $# -gt 0 ]; do
   case $1 in --out) out=$2; shift;; --db) db=$2; shift;; esac; shift
 done
 case $cmd in
-  play) mkdir -p "$out" && echo '{}' > "$out/episode.json";;
+  play) sleep "${CELLBENCH_STUB_EPISODE_S:-0}"; mkdir -p "$out" && echo '{}' > "$out/episode.json";;
   ingest) echo stub > "$db";;
   *) mkdir -p "$out";;
 esac
