@@ -58,14 +58,16 @@ def small_config(overrides: dict) -> dict:
 class Grid:
     """One scratch workflow with the small config and the fake episodes."""
 
-    def __init__(self, wf: Path, bin_dir: Path, overrides: dict = SMALL, **env: str):
+    def __init__(self, wf: Path, bin_dir: Path | None, overrides: dict = SMALL, **env: str):
+        """`bin_dir`: where the `cellbench` stub is (None: the real one)."""
         import yaml
 
         self.wf = wf
         config = small_config(overrides)
         (wf / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
         self.dirs = [e["trace_dir"] for e in episode_grid(validate_config(config))]
-        self.env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", **env}
+        path = f"{bin_dir}{os.pathsep}{os.environ['PATH']}" if bin_dir else os.environ["PATH"]
+        self.env = {**os.environ, "PATH": path, **env}
         self.env.pop("SNAKEMAKE_PROFILE", None)
 
     def command(self, *args: str) -> list[str]:
@@ -122,18 +124,24 @@ def reference(new_workflow, bin_dir) -> list[tuple]:
     return rows
 
 
-def test_sigkill_mid_run_then_the_same_command_completes(new_workflow, bin_dir, reference):
-    grid = Grid(new_workflow(), bin_dir, FAKE_PLAY_CALL_S="0.5")
+def kill_mid_run(grid: Grid, done: int, timeout: float) -> tuple[dict[str, int], list[str]]:
+    """Start the grid, SIGKILL the whole run once `done` episodes are finished and another is
+    half-written; return (finished episodes with their episode.json mtimes, half-written ones)."""
     run = grid.start()
-    deadline = time.monotonic() + 120
-    # Kill once some episodes are done and others are half-written.
-    while not (len(grid.complete()) >= 2 and grid.partial()) and time.monotonic() < deadline:
+    deadline = time.monotonic() + timeout
+    while not (len(grid.complete()) >= done and grid.partial()) and time.monotonic() < deadline:
         assert run.poll() is None, "the run ended before it could be killed"
         time.sleep(0.05)
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
     finished, partial = grid.complete(), grid.partial()
-    assert len(finished) >= 2 and partial, (finished, partial)
+    assert len(finished) >= done and partial, (finished, partial)
+    return finished, partial
+
+
+def test_sigkill_mid_run_then_the_same_command_completes(new_workflow, bin_dir, reference):
+    grid = Grid(new_workflow(), bin_dir, FAKE_PLAY_CALL_S="0.5")
+    finished, partial = kill_mid_run(grid, 2, timeout=120)
     assert any((grid.wf / ".snakemake" / "locks").iterdir())  # the killed run's locks are left behind
     # An episode that wrote episode.json a moment before the kill, but that Snakemake had not yet
     # recorded as done, is re-run: only the recorded ones must keep their files.
