@@ -3,8 +3,8 @@
 The scripted planner is deterministic, so the final database must equal an
 uninterrupted run's on every deterministic column; episodes finished before
 the kill keep their files; a half-written trace is never ingested.  Two
-instances x two agents without VLA or guides (each episode 20-70 s here):
-about 10 minutes on 2 CPUs.  test_workflow_recovery.py runs the same checks
+instances x two agents without VLA or guides: about 2 minutes on a quiet
+2-CPU machine (three runs of the grid), several under load.  test_workflow_recovery.py runs the same checks
 on fake episodes in the default test run.
 """
 from __future__ import annotations
