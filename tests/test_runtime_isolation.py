@@ -2,9 +2,9 @@
 
 One code-agent episode plays a list of hostile cells, each bounded so that
 the test cannot hurt the machine: it reads the environment for the key,
-writes where the trace files are, allocates without bound (1 GiB of room),
+writes where the trace files are, allocates without bound (256 MiB of room),
 forks in a loop (16 processes at most), opens files without bound, calls
-`exit()`, and finally spins until its CPU limit (5 s) kills the runtime.
+`exit()`, and finally spins until its CPU limit (12 s) kills the runtime.
 Each ends with a clear result in the trace; nothing of the child is left
 running; and the next episode runs normally.  Two scene builds (~15-50 s each).
 """
@@ -24,7 +24,10 @@ from agents.runtime import RuntimeLimits, _group_size, describe_exit, scrubbed_e
 from agents.schema import validate_trace
 
 SECRET = "sk-cellbench-isolation-test-0123456789"
-LIMITS = RuntimeLimits(cell_memory=2**30, cpu_s=5.0, max_processes=16)
+# Room for the allocation is kept small and the CPU limit generous: zeroing memory costs CPU time
+# (page faults count towards RLIMIT_CPU), and on a slow machine 1 GiB of it and 5 s of limit let
+# SIGXCPU end the runtime before the later cells ran.
+LIMITS = RuntimeLimits(cell_memory=256 * 2**20, cpu_s=12.0, max_processes=16)
 
 CELLS = {
     "environ": "import os\n"
@@ -32,7 +35,7 @@ CELLS = {
                f"print({SECRET!r} in repr(dict(os.environ)))",
     "workdir": "import os\nprint(os.getcwd())\n"
                "open('calls.jsonl', 'w').write('not a trace row')\nopen('episode.json', 'w').write('{}')",
-    "allocate": "def grab():\n    chunks = []\n    while True:\n        chunks.append(bytearray(64 * 2**20))\n"
+    "allocate": "def grab():\n    chunks = []\n    while True:\n        chunks.append(bytearray(16 * 2**20))\n"
                 "grab()",
     "after_allocate": "print('alive', len(bytearray(10 * 2**20)))",
     "fork_continues": "import os\npid = os.fork()\nprint('copy' if pid == 0 else 'runtime')",
