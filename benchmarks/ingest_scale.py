@@ -1,6 +1,7 @@
 """`cellbench ingest` + `cellbench report` over 10^5 synthetic episodes, against DuckDB's raw scan of the same files.
 
     .venv/bin/python benchmarks/ingest_scale.py [--episodes 100000] [--dir DIR] [--workers N]
+                                                [--cells unique|repeated] [--no-raw-scan]
 
 Writes a synthetic results tree (default: a temporary directory, removed at
 the end; `--dir` keeps and reuses it) with the real trace layout and schema:
@@ -9,7 +10,10 @@ transcript.json (+ cells/cell_NNN.py for the code agent; no images), rows shaped
 episode's (raw usage with its estimate breakdown, tool arguments, primitive
 results).  The grid is paired like the paper's (9 episodes per instance: the
 tool agent in 5 ablations, code in 4), so `report` runs every table.  The
-first trace is checked with `agents.schema.validate_trace`.
+first trace is checked with `agents.schema.validate_trace`.  Cell texts are all
+different by default (`--cells unique`: names and constants vary, as an LLM
+writes them), so cell statistics are computed for every cell; `--cells
+repeated` uses 3 texts in all, as the scripted planner repeats its cells.
 
 Then, each step in a child process, printing wall time and the peak RSS of
 its largest process (the command or one of its parsing workers):
@@ -43,19 +47,19 @@ SUITES = [f"libero_{b}_{p}" for b in ("spatial", "object", "goal", "10") for p i
 TOOL_ABLATIONS = ("full", "no_vla", "no_guides", "no_vla_no_guides", "images_on_demand")
 CODE_ABLATIONS = ("full", "no_vla", "no_guides", "no_vla_no_guides")
 CELL = '''\
-candidates = ['akita_black_bowl_1', 'akita_black_bowl_2']
+candidates = [{candidates}]
 seen = {{}}
 for name in candidates:
     r = robo.locate(name)
     if r.found:
         seen[name] = r
-target = robo.locate('plate_1')
+target = robo.locate('{target}')
 print({{k: [round(v, 3) for v in r.position] for k, r in seen.items()}}, target.position)
 def place(name, tries={tries}):
     for attempt in range(tries):
         g = robo.grasp(name)
         if g.ok and robo.state().holding:
-            p = robo.place_on('plate_1')
+            p = robo.place_on('{target}', dz={dz})
             if p.ok:
                 return True
         robo.open_gripper()
@@ -67,7 +71,24 @@ print('placed', ok)
 '''
 
 
+OBJECTS = ("akita_black_bowl_1", "akita_black_bowl_2", "plate_1", "cookie_box_1", "glazed_rim_porcelain_ramekin_1",
+           "wooden_cabinet_1", "flat_stove_1", "alphabet_soup_1", "cream_cheese_1", "ketchup_1", "tomato_sauce_1",
+           "butter_1", "milk_1", "chocolate_pudding_1", "orange_juice_1", "bbq_sauce_1", "salad_dressing_1")
+#: "unique": every cell's text differs (names, constants), as an LLM writes them, so nothing is
+#: served from cellstats' per-text cache; "repeated": 3 texts in all, as the scripted planner repeats.
+CELLS_MODE = "unique"
+
+
 # --------------------------------------------------------------- generation
+def _cell(rng: random.Random, i: int) -> str:
+    if CELLS_MODE == "repeated":
+        return CELL.format(candidates="'akita_black_bowl_1', 'akita_black_bowl_2'", target="plate_1", tries=1 + i,
+                           dz=0.02)
+    picked = rng.sample(OBJECTS, 4)
+    return CELL.format(candidates=", ".join(repr(o) for o in picked[:3]), target=picked[3], tries=1 + i,
+                       dz=round(rng.uniform(0.005, 0.05), 4))
+
+
 def _call_row(i: int, rng: random.Random, kind: str, success_after: bool) -> dict:
     prompt = 1500 + 900 * i + rng.randrange(200)
     cached = 1024 * (i - 1)
@@ -111,7 +132,7 @@ def _episode(d: Path, benchmark: str, suite: str, index: int, seed: int, agent: 
     for i in range(1, n_calls + 1):
         row = _call_row(i, rng, kind, success and i == n_calls)
         if kind == "cell":
-            code = CELL.format(tries=1 + i)
+            code = _cell(rng, i)
             row["cell_hash"] = hashlib.sha256(code.encode()).hexdigest()
             row["tool_args"] = {"code": code}
             cells.append((i, code))
@@ -216,8 +237,12 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=100_000)
     ap.add_argument("--dir", type=Path, default=None, help="keep (and reuse) the synthetic tree here")
     ap.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
+    ap.add_argument("--cells", choices=("unique", "repeated"), default="unique",
+                    help="cell texts all different (as an LLM writes them; default) or 3 texts repeated")
     ap.add_argument("--no-raw-scan", action="store_true", help="skip DuckDB's raw scan (minutes at 10^5)")
     args = ap.parse_args()
+    global CELLS_MODE
+    CELLS_MODE = args.cells  # before the generating workers fork
 
     tmp = None
     if args.dir is None:
@@ -236,9 +261,11 @@ def main() -> None:
 def run(base: Path, args) -> None:
     results, db, tables = base / "episodes", base / "traces.duckdb", base / "tables"
     episodes = grid(args.episodes)
-    marker = base / f".generated-{len(episodes)}"
+    marker = base / f".generated-{len(episodes)}-{CELLS_MODE}"
     if not marker.exists():
         shutil.rmtree(results, ignore_errors=True)
+        for old in base.glob(".generated-*"):
+            old.unlink()
         seconds = generate(results, episodes, args.workers)
         marker.touch()
         print(f"generated {len(episodes):,} episodes in {seconds:.1f} s under {results}")
@@ -247,7 +274,7 @@ def run(base: Path, args) -> None:
     first = trace_dir(results, *episodes[0])
     assert validate_trace(first) == [], validate_trace(first)
     n_files = sum(len(files) for _, _, files in os.walk(results))
-    print(f"{len(episodes):,} episodes, {n_files:,} files; {args.workers} CPUs")
+    print(f"{len(episodes):,} episodes, {n_files:,} files, {CELLS_MODE} cell texts; {args.workers} CPUs")
     db.unlink(missing_ok=True)
     cellbench = str(BIN / "cellbench")
 
