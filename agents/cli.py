@@ -48,6 +48,8 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--db", default=DEFAULT_DB)
     s.add_argument("--strict", action="store_true",
                    help="exit 1 if a complete trace was skipped as corrupt (the workflow's ingest does)")
+    s.add_argument("--config", default=None,
+                   help="config whose prices the database's dollar views use (default: ./config.yaml if present)")
 
     s = sub.add_parser("report", help="write the analysis tables (CSV + Markdown)")
     s.add_argument("--db", default=DEFAULT_DB)

@@ -41,6 +41,18 @@ def test_ingest_then_sql_table_and_csv(in_workdir, capsys):
     assert capsys.readouterr().out == "d\n0.205\n"
 
 
+def test_ingest_prices_the_views_from_the_config_it_is_given(in_workdir, capsys):
+    # The same call under another config's price_model: flat bills 10 $/M per input token, nothing else.
+    write_config(in_workdir / "other.yaml", price_model="flat")
+    assert main(["ingest", "--db", "flat.duckdb", "--config", "other.yaml"]) == 0
+    assert main(["sql", "--db", "flat.duckdb", "--csv",
+                 "SELECT round(dollars, 6) AS d FROM call_dollars c JOIN episodes e USING (trace_dir) "
+                 "WHERE e.agent = 'tool' AND e.success AND c.call_index = 1"]) == 0
+    assert capsys.readouterr().out.endswith("d\n0.2\n")
+    assert main(["ingest", "--db", "flat.duckdb", "--config", "missing.yaml"]) == 2
+    assert "missing.yaml" in capsys.readouterr().err
+
+
 def test_sql_errors_are_user_errors(in_workdir, capsys):
     main(["ingest"])
     capsys.readouterr()

@@ -10,6 +10,7 @@ rule ingest:
     output:
         "results/traces.duckdb",
     params:
+        config=EFFECTIVE_CONFIG,
         code=ANALYSIS_CODE,
     log:
         "logs/ingest.log",
@@ -18,7 +19,7 @@ rule ingest:
         "../envs/cellbench.yaml"
     shell:
         # --strict: a corrupt trace stops the tables (naming the file) instead of silently thinning them.
-        "cellbench ingest --strict --results results/episodes --db {output} > {log} 2>&1"
+        "cellbench ingest --strict --results results/episodes --db {output} --config {params.config} > {log} 2>&1"
 
 
 rule report:
