@@ -8,6 +8,10 @@ An episode the LLM endpoint never let finish (status `planner_error`) is an
 infrastructure failure, not a result: its record goes to `planner_error.json`
 instead, so the episode stays incomplete (the workflow re-runs it; `cellbench
 play` exits 3) while ingest still loads it, listed and excluded from rates.
+
+Before the record, the code agent's cell statistics go to `cells/stats.json`
+(analysis.cellstats, "Stored statistics"): a cache that spares ingest the
+parsing, checked against the cells and primitives before it is used.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import base64
 import json
 import os
 import shutil
+import sys
 import tempfile
 from dataclasses import asdict
 from pathlib import Path
@@ -59,6 +64,8 @@ class TraceWriter:
         self._calls = open(self.dir / "calls.jsonl", "a")
         self._prims = open(self.dir / "primitives.jsonl", "a")
         self._n_images = 0
+        self._cells: list[tuple[int, str]] = []
+        self._executed: dict[int, list[tuple[str, bool]]] = {}
 
     def image(self, call_index: int, camera: str, png: bytes) -> str:
         """Save a PNG; returns its path relative to the trace directory."""
@@ -70,6 +77,7 @@ class TraceWriter:
     def cell(self, call_index: int, code: str) -> str:
         rel = f"cells/cell_{call_index:03d}.py"
         (self.dir / rel).write_text(code)
+        self._cells.append((call_index, code))
         return rel
 
     def call(self, rec: CallRecord) -> None:
@@ -79,6 +87,7 @@ class TraceWriter:
     def primitive(self, rec: PrimitiveRecord) -> None:
         self._prims.write(json.dumps(asdict(rec)) + "\n")
         self._prims.flush()
+        self._executed.setdefault(rec.call_index, []).append((rec.name, rec.acting))
 
     def transcript(self, messages: list[dict[str, Any]], image_refs: dict[str, str]) -> None:
         """The conversation with each image data URL replaced by its file reference."""
@@ -114,8 +123,22 @@ class TraceWriter:
     def finish(self, rec: EpisodeRecord) -> None:
         self._calls.close()
         self._prims.close()
+        if self._cells:
+            self._store_cell_stats()
         name = PLANNER_ERROR_FILE if rec.status == "planner_error" else EPISODE_FILE
         atomic_write_text(self.dir / name, json.dumps(asdict(rec), indent=1))
+
+
+    def _store_cell_stats(self) -> None:
+        from analysis.cellstats import STORED_STATS_FILE, stored_stats
+
+        try:
+            doc = stored_stats(self._cells, self._executed)
+        except Exception as e:  # noqa: BLE001 - a cache: ingest computes what is missing, the episode must not be lost
+            print(f"trace: cell statistics not stored ({type(e).__name__}: {e}); ingest computes them",
+                  file=sys.stderr)
+            return
+        atomic_write_text(self.dir / "cells" / STORED_STATS_FILE, json.dumps(doc))
 
 
 def image_key(url: str) -> str:

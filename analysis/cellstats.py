@@ -42,14 +42,24 @@ precisely (``robo`` is the robot object, an *acting call site* is a call
 
 A cell that does not parse (the model wrote a syntax error) gets every
 AST-derived flag False and keeps its executed counts.
+
+**Stored statistics.**  Parsing cells is most of a cold ingest's work, so the
+episode that ran them stores their statistics (`cells/stats.json`, written by
+the trace writer with `stored_stats`), where the work is spread over the
+episode jobs.  It is a cache, never the source: ingest uses it only when its
+`definitions` key (a hash of this module's text and the primitive sets) and
+every cell's hash match the trace's cell files (`stats_from_stored`), and
+computes the statistics from the cell text otherwise.
 """
 from __future__ import annotations
 
 import ast
+import hashlib
 from bisect import bisect_left
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
-from typing import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Iterable, Iterator
 
 from robots.robot import Robot
 
@@ -474,3 +484,63 @@ def episode_cell_stats(cells: list[tuple[int, str]],
         guarded_helpers = (guarded_helpers - syn.defines) | syn.guarded_helpers
         retry_helpers = (retry_helpers - syn.defines) | syn.retry_helpers
     return out
+
+
+# ---------------------------------------------------------------------------
+# Stored statistics (cells/stats.json): a cache the episode writes, keyed by the definitions.
+
+STORED_STATS_FILE = "stats.json"  # in the trace's cells/ directory
+
+
+@lru_cache(maxsize=1)
+def definitions_key() -> str:
+    """Changes whenever the statistics could: this module's text and the primitive sets it reads."""
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    for names in (ACTING_PRIMITIVES, PERCEPTION_ACCESSORS, NUMPY_MODULES):
+        h.update(("\0" + ",".join(sorted(names))).encode())
+    return h.hexdigest()[:16]
+
+
+def cell_hash(source: str) -> str:
+    """The trace's `cell_hash` of a cell text (sha256 of its UTF-8 bytes)."""
+    return hashlib.sha256(source.encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def stored_stats(cells: list[tuple[int, str]], executed: dict[int, list[tuple[str, bool]]]) -> dict[str, Any]:
+    """The cells/stats.json document of an episode's cells (arguments as for `episode_cell_stats`)."""
+    stats = episode_cell_stats(cells, executed)
+    return {"definitions": definitions_key(),
+            "cells": [{"call_index": i, "cell_hash": cell_hash(src),
+                       "executed": [[name, acting] for name, acting in executed.get(i, [])], **asdict(st)}
+                      for (i, src), st in zip(sorted(cells), stats)]}
+
+
+def stats_from_stored(doc: Any, cells: list[tuple[int, str]],
+                      executed: dict[int, list[tuple[str, bool]]]) -> list[CellStats] | None:
+    """The stored statistics of these cells, in call order; None if they are stale, partial or malformed.
+
+    Stale: other definitions, another cell text, or other executed primitives
+    than the trace's primitives.jsonl holds (arguments as for `episode_cell_stats`).
+    """
+    try:
+        if doc.get("definitions") != definitions_key():
+            return None
+        rows = doc["cells"]
+        ordered = sorted(cells)
+        if len(rows) != len(ordered):
+            return None
+        out = []
+        for row, (i, src) in zip(rows, ordered):
+            if (row["call_index"] != i or row["cell_hash"] != cell_hash(src)
+                    or [tuple(e) for e in row["executed"]] != list(executed.get(i, []))):
+                return None
+            values = {f: row[f] for f in CELL_STATS_FIELDS}
+            if not all(type(v) is (int if f in _COUNT_FIELDS else bool) for f, v in values.items()):
+                return None
+            out.append(CellStats(**values))
+        return out
+    except (AttributeError, KeyError, TypeError):
+        return None
+
+
+_COUNT_FIELDS = frozenset({"n_primitives", "n_acting", "acting_sites"})

@@ -37,7 +37,7 @@ import pandas as pd
 from agents.errors import CellbenchError
 from agents.records import CallRecord, EpisodeRecord, PrimitiveRecord
 from analysis import schema
-from analysis.cellstats import CELL_STATS_FIELDS, episode_cell_stats
+from analysis.cellstats import CELL_STATS_FIELDS, STORED_STATS_FILE, episode_cell_stats, stats_from_stored
 from analysis.cost import PriceTable
 
 EPISODE_FILE = "episode.json"
@@ -292,10 +292,23 @@ def read_trace_dir(trace_dir: str) -> TraceRows:
                     sources.append((int(m.group(1)), f.read()))
             except OSError as e:
                 raise TraceError(f"{path}: unreadable: {e}") from None
-        stats = episode_cell_stats(sources, executed)
+        stats = _stored_cell_stats(cells_dir, sources, executed) or episode_cell_stats(sources, executed)
         cells = [keys + [call_index, source] + list(_cell_stat_values(s))
                  for (call_index, source), s in zip(sorted(sources), stats)]
     return TraceRows(trace_dir, mtime_ns, episode_row, calls, primitives, cells)
+
+
+def _stored_cell_stats(cells_dir: str, sources: list[tuple[int, str]],
+                       executed: dict[int, list[tuple[str, bool]]]):
+    """The episode's cells/stats.json when it is current for these cells, else None (then computed)."""
+    if not sources:
+        return None
+    try:
+        with open(os.path.join(cells_dir, STORED_STATS_FILE), encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return stats_from_stored(doc, sources, executed)
 
 
 def _read_chunk(trace_dirs: list[str]) -> tuple[list[TraceRows], list[str]]:

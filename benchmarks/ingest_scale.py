@@ -14,6 +14,9 @@ first trace is checked with `agents.schema.validate_trace`.  Cell texts are all
 different by default (`--cells unique`: names and constants vary, as an LLM
 writes them), so cell statistics are computed for every cell; `--cells
 repeated` uses 3 texts in all, as the scripted planner repeats its cells.
+Code traces carry `cells/stats.json` as the trace writer stores it (computed
+here while generating, as each episode job computes it);
+`--no-stored-stats` leaves it out, so ingest parses every cell itself.
 
 Then, each step in a child process, printing wall time and the peak RSS of
 its largest process (the command or one of its parsing workers):
@@ -42,6 +45,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from analysis.cellstats import STORED_STATS_FILE, stored_stats  # noqa: E402
 BIN = Path(sys.executable).parent
 SUITES = [f"libero_{b}_{p}" for b in ("spatial", "object", "goal", "10") for p in ("swap", "lan", "object", "task")]
 TOOL_ABLATIONS = ("full", "no_vla", "no_guides", "no_vla_no_guides", "images_on_demand")
@@ -77,6 +82,8 @@ OBJECTS = ("akita_black_bowl_1", "akita_black_bowl_2", "plate_1", "cookie_box_1"
 #: "unique": every cell's text differs (names, constants), as an LLM writes them, so nothing is
 #: served from cellstats' per-text cache; "repeated": 3 texts in all, as the scripted planner repeats.
 CELLS_MODE = "unique"
+#: Write cells/stats.json as the trace writer does (False: traces without it, ingest parses every cell).
+STORE_STATS = True
 
 
 # --------------------------------------------------------------- generation
@@ -149,6 +156,11 @@ def _episode(d: Path, benchmark: str, suite: str, index: int, seed: int, agent: 
         (d / "cells").mkdir(exist_ok=True)
         for i, code in cells:
             (d / "cells" / f"cell_{i:03d}.py").write_text(code)
+        if STORE_STATS:  # as agents.trace.TraceWriter does when the episode ends
+            executed: dict[int, list] = {}
+            for p in prims:
+                executed.setdefault(p["call_index"], []).append((p["name"], p["acting"]))
+            (d / "cells" / STORED_STATS_FILE).write_text(json.dumps(stored_stats(cells, executed)))
     tokens = {k: sum(c[k] for c in calls) for k in ("input_tokens", "cached_input_tokens", "cache_write_tokens",
                                                     "output_tokens", "reasoning_tokens")}
     episode = {
@@ -239,10 +251,13 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)))
     ap.add_argument("--cells", choices=("unique", "repeated"), default="unique",
                     help="cell texts all different (as an LLM writes them; default) or 3 texts repeated")
+    ap.add_argument("--no-stored-stats", action="store_true",
+                    help="traces without cells/stats.json (older traces): ingest parses every cell")
     ap.add_argument("--no-raw-scan", action="store_true", help="skip DuckDB's raw scan (minutes at 10^5)")
     args = ap.parse_args()
-    global CELLS_MODE
+    global CELLS_MODE, STORE_STATS
     CELLS_MODE = args.cells  # before the generating workers fork
+    STORE_STATS = not args.no_stored_stats
 
     tmp = None
     if args.dir is None:
@@ -261,7 +276,7 @@ def main() -> None:
 def run(base: Path, args) -> None:
     results, db, tables = base / "episodes", base / "traces.duckdb", base / "tables"
     episodes = grid(args.episodes)
-    marker = base / f".generated-{len(episodes)}-{CELLS_MODE}"
+    marker = base / f".generated-{len(episodes)}-{CELLS_MODE}-{'stored' if STORE_STATS else 'bare'}"
     if not marker.exists():
         shutil.rmtree(results, ignore_errors=True)
         for old in base.glob(".generated-*"):
@@ -274,7 +289,8 @@ def run(base: Path, args) -> None:
     first = trace_dir(results, *episodes[0])
     assert validate_trace(first) == [], validate_trace(first)
     n_files = sum(len(files) for _, _, files in os.walk(results))
-    print(f"{len(episodes):,} episodes, {n_files:,} files, {CELLS_MODE} cell texts; {args.workers} CPUs")
+    print(f"{len(episodes):,} episodes, {n_files:,} files, {CELLS_MODE} cell texts, "
+          f"{'with' if STORE_STATS else 'without'} cells/stats.json; {args.workers} CPUs")
     db.unlink(missing_ok=True)
     cellbench = str(BIN / "cellbench")
 
