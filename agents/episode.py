@@ -311,6 +311,7 @@ def _act(spec, reply, messages, runtime, trace, call_index, image_refs):
         images_in_prompt=0, images_returned=0, action_kind="none", tool_name=None, tool_args=None,
         cell_hash=None, n_primitives=0, n_acting=0, exception=None, success_after=False,
     )
+    rec.tool_calls_in_reply = len(reply.tool_calls)
     if not reply.tool_calls:
         messages.append({"role": "user", "content": "Reply with exactly one tool call."})
         return rec, None

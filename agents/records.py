@@ -93,6 +93,8 @@ class CallRecord:
     """Endpoint error text when the call finally failed."""
     retry_errors: list[str] | None = None
     """What each failed attempt of this call met (429, 5xx, timeout, dropped connection, malformed response), in order."""
+    tool_calls_in_reply: int = 1
+    """Tool calls the model's reply held; only the first is executed, the others are answered "Not executed"."""
 
 
 @dataclass

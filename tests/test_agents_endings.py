@@ -146,3 +146,33 @@ def test_runtime_crash_ends_with_error_and_the_parent_survives(tmp_path):
     assert row["action_kind"] == "cell" and row["exception"] == "RuntimeDied"
     assert json.loads((tmp_path / "episode.json").read_text())["status"] == "error"
     assert validate_trace(tmp_path) == []
+
+
+class RepliesPlanner(ListPlanner):
+    """Replays whole replies: each a list of (name, raw JSON arguments) tool calls, possibly none or several."""
+
+    def next(self, messages, tools) -> PlannerReply:
+        self.seen.append([dict(m) for m in messages])
+        calls = [ToolCall(f"t{self.n}_{k}", name, args) for k, (name, args) in enumerate(self.calls[self.n])]
+        self.n += 1
+        return PlannerReply(text="", tool_calls=calls, usage=Usage(input_tokens=100, output_tokens=10),
+                            usage_source="estimated")
+
+
+def test_only_the_first_tool_call_of_a_reply_runs_and_the_count_is_recorded(tmp_path):
+    planner = RepliesPlanner([
+        [("state", "{}"), ("move_to", '{"xyz": [0.0, 0.0, 1.2]}'), ("state", "{}")],
+        [],
+        [("finish", '{"status": "stuck", "summary": "testing"}')],
+    ])
+    rec = run_episode(spec("tool"), planner, str(tmp_path))
+    assert rec.status == "gave_up" and rec.n_calls == 3
+    calls = rows(tmp_path, "calls.jsonl")
+    assert [c["tool_calls_in_reply"] for c in calls] == [2 + 1, 0, 1]
+    assert [c["action_kind"] for c in calls] == ["tool", "none", "finish"]
+    assert [p["name"] for p in rows(tmp_path, "primitives.jsonl")] == ["state"]  # the move never ran
+    answers = {m["tool_call_id"]: m["content"] for m in planner.seen[1] if m["role"] == "tool"}
+    assert json.loads(answers["t0_0"])["gripper_width_m"] >= 0
+    assert answers["t0_1"] == answers["t0_2"] == "Not executed: one tool call per reply."
+    assert planner.seen[2][-1] == {"role": "user", "content": "Reply with exactly one tool call."}
+    assert validate_trace(tmp_path) == []
