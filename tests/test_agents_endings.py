@@ -168,7 +168,7 @@ def test_only_the_first_tool_call_of_a_reply_runs_and_the_count_is_recorded(tmp_
     rec = run_episode(spec("tool"), planner, str(tmp_path))
     assert rec.status == "gave_up" and rec.n_calls == 3
     calls = rows(tmp_path, "calls.jsonl")
-    assert [c["tool_calls_in_reply"] for c in calls] == [2 + 1, 0, 1]
+    assert [c["tool_calls_in_reply"] for c in calls] == [3, 0, 1]
     assert [c["action_kind"] for c in calls] == ["tool", "none", "finish"]
     assert [p["name"] for p in rows(tmp_path, "primitives.jsonl")] == ["state"]  # the move never ran
     answers = {m["tool_call_id"]: m["content"] for m in planner.seen[1] if m["role"] == "tool"}
