@@ -20,6 +20,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("api", help="print the code agent's API reference (Markdown)")
     s.add_argument("--benchmark", default="libero_pro")
+    s.add_argument("--ablation", default="full", help="no_vla / no_vla_no_guides leave the vla primitive out")
     s.add_argument("--tools", action="store_true", help="print the tool agent's JSON tool schemas instead")
 
     s = sub.add_parser("play", help="run one episode and write its trace directory")

@@ -154,7 +154,19 @@ def api_reference(capabilities=("vla",)) -> str:
 
 
 def main_api(args) -> int:
-    caps = ("vla",)
+    """`cellbench api`: the reference (or tool schemas) a planner sees in this benchmark and ablation."""
+    from agents.episode import ABLATION_EFFECTS
+    from agents.errors import CellbenchError
+    from robots.factory import BENCHMARKS, TWO_ARM_BENCHMARKS
+    from robots.robot import TWO_ARMS
+
+    if args.benchmark not in BENCHMARKS:
+        raise CellbenchError(f"unknown benchmark {args.benchmark!r}; known: {', '.join(BENCHMARKS)}")
+    if args.ablation not in ABLATION_EFFECTS:
+        raise CellbenchError(f"unknown ablation {args.ablation!r}; known: {', '.join(ABLATION_EFFECTS)}")
+    caps = ("vla",) if ABLATION_EFFECTS[args.ablation]["vla"] else ()
+    if args.benchmark in TWO_ARM_BENCHMARKS:
+        caps += (TWO_ARMS,)
     if args.tools:
         print(json.dumps(tool_schemas(caps), indent=2))
     else:

@@ -7,6 +7,8 @@ from typing import Any
 from agents.errors import CellbenchError
 
 BENCHMARKS = ("libero_pro", "bimanual", "kitchen_atomic", "kitchen_composite")
+#: Groups whose robot has two arms: the `arm` argument and `move_both` are in their API.
+TWO_ARM_BENCHMARKS = ("bimanual",)
 
 
 def make_backend(benchmark: str, image_size: int = 256):

@@ -145,3 +145,21 @@ def test_schemas_accept_good_calls_and_reject_bad_ones():
     for name, args in bad.items():
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(args, tools[name], cls=jsonschema.Draft202012Validator)
+
+
+def test_cli_prints_the_view_of_the_benchmark_and_ablation(capsys):
+    from agents.cli import main
+
+    assert main(["api", "--benchmark", "bimanual"]) == 0
+    two_arm = capsys.readouterr().out
+    assert "robo.move_both(" in two_arm and "arm: Literal['right', 'left']" in two_arm
+    assert main(["api"]) == 0
+    one_arm = capsys.readouterr().out
+    assert "robo.move_both(" not in one_arm and "arm:" not in one_arm and "robo.vla(" in one_arm
+    assert main(["api", "--ablation", "no_vla"]) == 0
+    assert "robo.vla(" not in capsys.readouterr().out
+    assert main(["api", "--tools", "--benchmark", "bimanual", "--ablation", "no_vla_no_guides"]) == 0
+    names = [t["function"]["name"] for t in json.loads(capsys.readouterr().out)]
+    assert "move_both" in names and "vla" not in names
+    assert main(["api", "--benchmark", "robotwin"]) == 2
+    assert "unknown benchmark 'robotwin'" in capsys.readouterr().err
