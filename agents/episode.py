@@ -30,6 +30,13 @@ ABLATION_EFFECTS = {
     "images_on_demand": dict(vla=True, guides=True, images_on_demand=True),
 }
 AUTO_CAMERAS = ("agentview", "robot0_eye_in_hand", "frontview")
+#: Two arms: the scene and both wrists (RoboTwin's head, right and left cameras).
+TWO_ARM_AUTO_CAMERAS = ("agentview", "robot0_eye_in_hand", "robot1_eye_in_hand")
+
+
+def auto_cameras(n_arms: int, n_images: int) -> tuple[str, ...]:
+    """The cameras the tool agent sees after every move."""
+    return (TWO_ARM_AUTO_CAMERAS if n_arms > 1 else AUTO_CAMERAS)[:n_images]
 INIT_TIMEOUT_S = 600.0
 
 FINISH_TOOL = {
@@ -141,7 +148,8 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
                     "image_size": spec.image_size,
                     "vla": spec.vla,
                     "vla_failure_prob": spec.vla_failure_prob,
-                    "auto_cameras": AUTO_CAMERAS[: spec.n_images] if auto_images else (),
+                    # By the number of arms, which the runtime learns when it builds the scene.
+                    "auto_cameras_by_arms": {n: auto_cameras(n, spec.n_images) for n in (1, 2)} if auto_images else {},
                     "initial_cameras": ("agentview",),
                     **spec.extra,
                 },
@@ -281,7 +289,8 @@ def _opening(spec, card, caps, effects, first_images, image_refs, trace):
         if effects["images_on_demand"]:
             note = prompts["images_on_demand"]
         else:
-            note = prompts["images_after_move"].format(n_images=spec.n_images, cameras=", ".join(AUTO_CAMERAS[: spec.n_images]))
+            cameras_after_move = auto_cameras(len(card.get("arms", ("right",))), spec.n_images)
+            note = prompts["images_after_move"].format(n_images=spec.n_images, cameras=", ".join(cameras_after_move))
         system = prompts["system"].format(images_note=note)
         tools = tool_schemas(caps, include_show=effects["images_on_demand"]) + [FINISH_TOOL]
     else:

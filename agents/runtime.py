@@ -337,7 +337,8 @@ class RuntimeServer:
         self.robot.recorder = self._record
         self.robot.guard = self._guard
         self.namespace = CellNamespace(self.robot)
-        self.auto_cameras = tuple(spec.get("auto_cameras", ()))
+        by_arms = spec.get("auto_cameras_by_arms", {})
+        self.auto_cameras = tuple(by_arms.get(len(card.get("arms", ("right",))), ()))
         first = [(c, png_bytes(self.robot.backend.render(c, "rgb", self.robot.show_size))) for c in spec.get("initial_cameras", ())]
         return {"card": card, "images": first}
 

@@ -30,7 +30,7 @@ def runtime(tmp_path_factory):
     client.deadline = float("inf")
     init = client.request("init", {
         "benchmark": "libero_pro", "task": TASK, "seed": 0, "capabilities": (), "guides": False,
-        "image_size": IMAGE_SIZE, "auto_cameras": (), "initial_cameras": (),
+        "image_size": IMAGE_SIZE, "auto_cameras_by_arms": {}, "initial_cameras": (),
     })
     client.trace_dir = workdir
     client.card = init["card"]

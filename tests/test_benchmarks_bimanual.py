@@ -246,6 +246,13 @@ def test_two_arm_prompts_carry_arm_move_both_and_the_guide(episodes):
         assert "# Operating guide" in system and "move_both" in system, agent
     tool_rows = [json.loads(line) for line in (episodes["tool"][1] / "calls.jsonl").read_text().splitlines()]
     assert tool_rows[0]["tool_name"] == "vla"  # the bimanual VLA stand-in is offered and tried first
+    # After a move the tool agent sees the scene and both wrists (the one-arm set would show one wrist).
+    tool_dir = episodes["tool"][1]
+    after_first = sorted(p.name for p in (tool_dir / "images").glob("call001_*.png"))
+    assert [name.split("_", 2)[2] for name in after_first] == [
+        "agentview.png", "robot0_eye_in_hand.png", "robot1_eye_in_hand.png"]
+    system = json.loads((tool_dir / "transcript.json").read_text())[0]["content"]
+    assert "agentview, robot0_eye_in_hand, robot1_eye_in_hand" in system
 
 
 @pytest.mark.slow
