@@ -7,6 +7,11 @@ segmentation mapped geom -> scene object through the backend's lookup table,
 and the pinhole model perception needs.  Software GL (llvmpipe) makes RGB the
 expensive part; `apply_fast_render` turns off shadows and reflections, which
 cost most of it (measured ~3x on LIBERO scenes).
+
+Depth alone never needs the RGB frame: `render(kind="depth")` draws MuJoCo's
+flat segmentation pass (no lighting, textures, shadows or multisampling) and
+reads back only the depth buffer, 3-5x cheaper than reading depth with an RGB
+frame (`benchmarks/robot_speed.py`).
 """
 from __future__ import annotations
 
@@ -49,7 +54,7 @@ class RobosuiteCameras:
         if kind == "depth":
             from robosuite.utils.camera_utils import get_real_depth_map
 
-            _, depth = sim.render(camera_name=camera, width=size, height=size, depth=True)
+            depth = self._render_depth_only(camera, size)
             return np.ascontiguousarray(get_real_depth_map(sim, depth[::-1]))
         if kind == "segmentation":
             seg = sim.render(camera_name=camera, width=size, height=size, segmentation=True)[::-1]
@@ -66,6 +71,50 @@ class RobosuiteCameras:
         seg, depth = self.sim.render(camera_name=camera, width=size, height=size, depth=True, segmentation=True)
         seg, depth = seg[::-1], depth[::-1]
         return np.ascontiguousarray(get_real_depth_map(self.sim, depth)), np.ascontiguousarray(self._object_ids(seg))
+
+    def _render_depth_only(self, camera: str, size: int) -> np.ndarray:
+        """Raw depth buffer (rows bottom-up) of one camera from the flat segmentation pass; no colour read.
+
+        What `MjSim.render` does for one frame, under its lock, with two changes:
+        the scene is drawn in MuJoCo's segmentation mode, and the geoms the
+        normal pass leaves out of the depth buffer are skipped, so the same
+        surfaces show: transparent ones (alpha < 0.995: the gripper's hidden
+        sites, among them a 10 m grip-site line, a stove's burner site) and
+        planes seen from behind (MuJoCo's own test in `mjr_render`).  Depth is
+        then sampled at pixel centres, not resolved from the RGB pass's
+        multisamples: equal to it within ~1-2 mm on surfaces, a pixel's
+        difference at object edges (tests/test_robot_libero.py).
+        """
+        import mujoco
+        from robosuite.utils.binding_utils import _MjSim_render_lock
+
+        sim = self.sim
+        ctx = sim._render_context_offscreen
+        scn = ctx.scn
+        with _MjSim_render_lock:
+            if size > ctx.con.offWidth or size > ctx.con.offHeight:
+                g = ctx.model.vis.global_
+                ctx.update_offscreen_size(max(size, g.offwidth), max(size, g.offheight))
+            ctx.cam.type = mujoco.mjtCamera.mjCAMERA_FIXED
+            ctx.cam.fixedcamid = sim.model.camera_name2id(camera)
+            mujoco.mjv_updateScene(sim.model._model, sim.data._data, ctx.vopt, ctx.pert, ctx.cam,
+                                   mujoco.mjtCatBit.mjCAT_ALL, scn)
+            head, forward, up = np.zeros(3), np.zeros(3), np.zeros(3)
+            mujoco.mjv_cameraInModel(head, forward, up, scn)
+            for i in range(scn.ngeom):
+                geom = scn.geoms[i]
+                behind = geom.type == mujoco.mjtGeom.mjGEOM_PLANE and (head - geom.pos) @ geom.mat[:, 2] < 0
+                if geom.rgba[3] < 0.995 or behind:
+                    geom.segid = -1  # the segmentation pass draws only geoms with segid >= 0
+            viewport = mujoco.MjrRect(0, 0, size, size)
+            scn.flags[mujoco.mjtRndFlag.mjRND_SEGMENT] = 1
+            try:
+                mujoco.mjr_render(viewport, scn, ctx.con)
+            finally:
+                scn.flags[mujoco.mjtRndFlag.mjRND_SEGMENT] = 0
+            depth = np.empty((size, size), dtype=np.float32)
+            mujoco.mjr_readPixels(None, depth, viewport, ctx.con)
+        return depth
 
     def camera_meta(self, camera: str, size: int | None = None) -> CameraMeta:
         from robosuite.utils.camera_utils import get_camera_extrinsic_matrix, get_camera_intrinsic_matrix
