@@ -88,15 +88,17 @@ class SimSegmentation:
     """The default segmentation backend: MuJoCo's own per-pixel object ids.
 
     Implements `robots.segmentation_backends.SegmentationBackend`; `context`
-    is `(camera, size)` of the image being segmented.
+    is `(camera, size)` of the image being segmented.  It reads ids, not
+    pixels (`needs_rgb` False): `rgb` may be None when `context` is given.
     """
 
     name = "sim"
+    needs_rgb = False
 
     def __init__(self, backend):
         self.backend = backend
 
-    def segment(self, rgb: np.ndarray, prompt: str, context=None) -> list:
+    def segment(self, rgb: np.ndarray | None, prompt: str, context=None) -> list:
         """Mask of the scene object best matching `prompt` (exact name, else word overlap)."""
         from robots.segmentation_backends import SegmentMask
 

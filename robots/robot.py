@@ -209,10 +209,13 @@ class Robot:
             prompt: an object name or a description, e.g. "black bowl".
             camera: camera name from the task card.
         """
-        rgb = self.backend.render(camera, "rgb", self.show_size)
+        # A backend that reads the simulator's ids (sim) gets no RGB frame: rendering one cost ~4x its mask.
+        needs_rgb = getattr(self.segmentation, "needs_rgb", True)
+        rgb = self.backend.render(camera, "rgb", self.show_size) if needs_rgb else None
         masks = self.segmentation.segment(rgb, prompt, (camera, self.show_size))
         if not masks:
-            return Segmented(prompt, camera, False, 0.0, 0, None, np.zeros(rgb.shape[:2], dtype=bool))
+            shape = rgb.shape[:2] if rgb is not None else (self.show_size, self.show_size)
+            return Segmented(prompt, camera, False, 0.0, 0, None, np.zeros(shape, dtype=bool))
         mask, score = masks[0].mask, masks[0].score
         rows, cols = np.nonzero(mask)
         bbox = (int(rows.min()), int(cols.min()), int(rows.max()), int(cols.max())) if len(rows) else None

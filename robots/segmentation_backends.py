@@ -38,13 +38,16 @@ class SegmentMask:
 
 class SegmentationBackend(Protocol):
     name: str
+    needs_rgb: bool
+    """Whether `segment` looks at the pixels; when False the caller passes `rgb=None` and renders no frame."""
 
-    def segment(self, rgb: np.ndarray, prompt: str, context: Any = None) -> list[SegmentMask]:
+    def segment(self, rgb: np.ndarray | None, prompt: str, context: Any = None) -> list[SegmentMask]:
         """Instances matching `prompt` in `rgb` ((H, W, 3) uint8, upright), best score first.
 
         Returns an empty list when nothing matches. `context` is whatever the
-        backend needs beyond pixels — for ``sim`` the simulator and camera the
-        image was rendered from; image-only backends such as ``sam3`` ignore it.
+        backend needs beyond pixels — for ``sim`` the camera and image size to
+        read the simulator's ids from (it needs no pixels: `rgb` is None);
+        image-only backends such as ``sam3`` ignore it.
         """
         ...
 
@@ -95,6 +98,7 @@ class Sam3Segmentation:
     """
 
     name = "sam3"
+    needs_rgb = True
 
     def __init__(
         self,

@@ -112,6 +112,37 @@ def test_depth_without_an_rgb_frame_matches_depth_read_with_one(fresh, backend):
         assert (diff > 0.01).mean() < max_off, f"{camera}: {(diff > 0.01).mean():.2%} of pixels differ by > 1 cm"
 
 
+def test_segment_renders_rgb_only_for_backends_that_read_pixels(fresh, backend):
+    robot, _ = fresh()
+    size = robot.show_size
+    rgb0 = backend.counter.renders.get("rgb", 0)
+    seg = robot.segment(BOWL, "agentview")
+    assert backend.counter.renders.get("rgb", 0) == rgb0  # the sim backend reads ids, not pixels
+    oid = next(i for i, n in backend.segmentation_names().items() if n == BOWL)
+    assert seg.found and np.array_equal(seg.mask, backend.render("agentview", "segmentation", size) == oid)
+    missing = robot.segment("giraffe", "agentview")
+    assert not missing.found and missing.mask.shape == (size, size) and not missing.mask.any()
+
+    seen = []
+
+    class Unmarked:  # a backend that does not say whether it reads pixels gets them, as before
+        name = "unmarked"
+
+        def segment(self, rgb, prompt, context=None):
+            seen.append(rgb)
+            return []
+
+    class Pixels(Unmarked):  # sam3 says so
+        needs_rgb = True
+
+    for seg_backend in (Pixels(), Unmarked()):
+        robot.segmentation = seg_backend
+        out = robot.segment("black bowl", "agentview")
+        assert not out.found and out.mask.shape == (size, size)
+    assert [(r.shape, r.dtype) for r in seen] == [((size, size, 3), np.uint8)] * 2
+    assert backend.counter.renders["rgb"] == rgb0 + 2
+
+
 def test_bad_arguments_raise_value_error_naming_the_primitive(fresh):
     robot, _ = fresh()
     with pytest.raises(ValueError, match="move_to"):
