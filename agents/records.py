@@ -107,6 +107,8 @@ class PrimitiveRecord:
     name: str
     args: dict[str, Any]
     acting: bool
+    """An acting primitive (motion, gripper, VLA) that acted: a call refused for its arguments before the
+    simulator stepped is on record with acting false."""
     ok: bool
     """False when the primitive reported an ordinary failure or raised."""
     result: dict[str, Any]

@@ -73,21 +73,26 @@ def primitive(acting: bool, requires: str | None = None):
             if acting and self.guard is not None:
                 self.guard()
             steps0, t0 = self.backend.counter.sim_steps, time.perf_counter()
-            result, ok = None, False
+            result, ok, rejected = None, False, False
             try:
                 result = fn(*bound.args, **bound.kwargs)
                 ok = bool(getattr(result, "ok", True))
                 return result
+            except ValueError:
+                rejected = True  # bad arguments (a target outside the workspace...): refused before acting
+                raise
             finally:
                 if self.recorder is not None:
                     args_rec = {k: summarize(v) for k, v in list(bound.arguments.items())[1:]}
+                    steps = self.backend.counter.sim_steps - steps0
                     self.recorder(
                         name=fn.__name__,
                         args=args_rec,
-                        acting=acting,
+                        # A call refused before the simulator stepped moved nothing: on record, not acting.
+                        acting=acting and not (rejected and steps == 0),
                         ok=ok,
                         result=summarize(result) if result is not None else {},
-                        sim_steps=self.backend.counter.sim_steps - steps0,
+                        sim_steps=steps,
                         wall_s=time.perf_counter() - t0,
                     )
 

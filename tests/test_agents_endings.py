@@ -92,6 +92,8 @@ def test_malformed_calls_are_answered_counted_and_the_episode_goes_on(tmp_path):
     assert json.loads(replies[4]["content"])["gripper_width_m"] >= 0
     # The rejected move_to is on record as a failed primitive; it returned no camera images.
     assert [(p["name"], p["ok"]) for p in rows(tmp_path, "primitives.jsonl")] == [("move_to", False), ("state", True)]
+    # Refused for its argument, it moved nothing: not counted as acting.
+    assert rows(tmp_path, "primitives.jsonl")[0]["acting"] is False and calls[2]["n_acting"] == 0
     assert [c["images_returned"] for c in calls] == [0] * 6
     assert validate_trace(tmp_path) == []
     page = render_file(tmp_path).read_text()
