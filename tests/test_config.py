@@ -83,13 +83,16 @@ def test_schema_enums_are_the_records_names():
 def test_images_on_demand_only_for_the_tool_agent(default):
     grid = episode_grid(default)
     assert {e["agent"] for e in grid if e["ablation"] == "images_on_demand"} == {"tool"}
-    assert sorted(e["ablation"] for e in grid if e["agent"] == "code") == sorted(BASE_ABLATIONS)
+    instances = {(e["task"], e["seed"]) for e in grid}
+    assert sorted(e["ablation"] for e in grid if e["agent"] == "code") == sorted(BASE_ABLATIONS * len(instances))
 
 
 def test_default_config_covers_both_agents_and_every_ablation(default):
     cells = {(e["agent"], e["ablation"]) for e in episode_grid(default)}
     assert cells == {(a, x) for a in ("tool", "code") for x in BASE_ABLATIONS} | {("tool", "images_on_demand")}
-    assert len(episode_grid(default)) == 9
+    # 4 instances x (2 agents x 4 ablations + the tool agent's images_on_demand)
+    assert len({(e["task"], e["seed"]) for e in episode_grid(default)}) == 4
+    assert len(episode_grid(default)) == 4 * (2 * 4 + 1) == 36
 
 
 def test_paper_grid_is_200_libero_pro_instances_times_9_cells(repo):
