@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from agents.planners.scripted import CELL_CHOOSE, CELL_LOCATE, CELL_PICK_PLACE, parse_task
+from agents.planners.scripted import CELL_PICK_PLACE, locate_and_choose_cell, parse_task
 from agents.runtime import ActionResult, RuntimeClient
 
 TASK = "libero_spatial_swap/0"
@@ -115,8 +115,7 @@ def test_child_has_no_api_key_and_runs_in_the_episode_dir(runtime):
 def test_success_guard_stops_the_next_acting_primitive(runtime):
     plan = parse_task(runtime.card["instruction"], runtime.card["objects"])
     assert plan.understood, plan
-    code = CELL_LOCATE.format(candidates=plan.candidates, refs=plan.refs, target=plan.target)
-    code += "\n" + CELL_CHOOSE.format(between=plan.qualifier == "between")
+    code = locate_and_choose_cell(plan)
     r = cell(runtime, code)
     assert r.exception is None and "object: None" not in r.text, r.text
 

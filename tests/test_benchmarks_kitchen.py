@@ -105,6 +105,146 @@ def test_scripted_planner_splits_composite_instructions():
     assert (stove[0].kind, stove[0].fixture, stove[0].understood) == ("turn_on", "flat_stove_1", False)
 
 
+LIVING_ROOM_5 = ["porcelain_mug_1", "red_coffee_mug_1", "white_yellow_mug_1", "plate_1", "plate_2"]
+#: A real `locate` on libero_90/66 seed 0: plate_1 is the left plate (BDDL plate_left_region), plate_2 the right.
+LOCATED_5 = {"porcelain_mug_1": (-0.081, -0.146, 0.501), "red_coffee_mug_1": (-0.204, 0.008, 0.513),
+             "white_yellow_mug_1": (-0.073, 0.086, 0.499), "plate_1": (0.018, -0.282, 0.450),
+             "plate_2": (0.012, 0.309, 0.449)}
+
+
+def test_scripted_grounding_knows_what_the_mugs_look_like():
+    from agents.planners.scripted import ground, parse_task
+
+    assert ground("white mug", LIVING_ROOM_5) == ["porcelain_mug_1"]
+    assert ground("yellow and white mug", LIVING_ROOM_5) == ["white_yellow_mug_1"]
+    assert ground("red mug", LIVING_ROOM_5) == ["red_coffee_mug_1"]
+    # Same-named objects still tie; the spatial word or the located positions decide later.
+    assert ground("black bowl", ["akita_black_bowl_1", "akita_black_bowl_2", "plate_1"]) == ["akita_black_bowl_1", "akita_black_bowl_2"]
+    assert ground("frying pan", ["chefmate_8_frypan_1", "flat_stove_1"]) == ["chefmate_8_frypan_1"]
+    assert ground("plate", LIVING_ROOM_5) == ["plate_1", "plate_2"]  # a tie left to the spatial choice
+    plan = parse_task("put the yellow and white mug to the front of the white mug", LIVING_ROOM_5)
+    assert not plan.understood  # place_beside ("to the front of"): no strategy, not covered
+
+
+def test_scripted_spatial_target_is_chosen_from_located_positions():
+    from agents.planners.scripted import choose_by_side, choose_target, parse_task
+
+    right = parse_task("put the red mug on the right plate", LIVING_ROOM_5)
+    assert (right.candidates, right.targets, right.target_side) == (["red_coffee_mug_1"], ["plate_1", "plate_2"], "right")
+    assert choose_target(right, LOCATED_5) == "plate_2"
+    left = parse_task("put the white mug on the left plate", LIVING_ROOM_5)
+    assert left.candidates == ["porcelain_mug_1"] and choose_target(left, LOCATED_5) == "plate_1"
+    # Only what was located counts; nothing located leaves the first.
+    assert choose_target(right, {"plate_1": LOCATED_5["plate_1"]}) == "plate_1"
+    assert choose_target(right, {}) == "plate_1"
+    # A phrase without a side word keeps the first of the tie.
+    assert parse_task("put the red mug on the plate", LIVING_ROOM_5).target_side is None
+    # The convention: left -y, right +y, front +x (away from the robot), back -x, middle nearest the centre.
+    pts = {"a": (0.10, 0.15), "b": (-0.05, 0.20), "c": (-0.15, 0.05)}  # KITCHEN_SCENE2's front/middle/back bowls
+    assert [choose_by_side(pts, s) for s in ("front", "middle", "back", "left", "right")] == ["a", "b", "c", "c", "b"]
+
+
+def test_scripted_spatial_object_words():
+    from agents.planners.scripted import choose_candidate, parse_task
+
+    bowls = ["akita_black_bowl_1", "akita_black_bowl_2", "akita_black_bowl_3", "plate_1", "wooden_cabinet_1"]
+    at = {"akita_black_bowl_1": (0.10, 0.15), "akita_black_bowl_2": (-0.05, 0.20), "akita_black_bowl_3": (-0.15, 0.05)}
+    middle = parse_task("put the black bowl in the middle on the plate", bowls)
+    assert (middle.side, middle.relation, middle.target) == ("middle", "on", "plate_1")
+    assert choose_candidate(middle, at) == "akita_black_bowl_2"
+    assert choose_candidate(parse_task("put the black bowl at the back on the plate", bowls), at) == "akita_black_bowl_3"
+    assert choose_candidate(parse_task("put the black bowl at the front on the plate", bowls), at) == "akita_black_bowl_1"
+    tray = parse_task("pick up the black bowl on the left and put it in the tray",
+                      ["akita_black_bowl_1", "akita_black_bowl_2", "wooden_tray_1"])
+    assert tray.side == "left" and tray.target == "wooden_tray_1"
+    assert choose_candidate(tray, {"akita_black_bowl_1": (-0.12, 0.05), "akita_black_bowl_2": (-0.09, -0.13)}) == "akita_black_bowl_2"
+    # Two objects with a reference object still choose by distance, not by a side word.
+    between = parse_task("pick up the black bowl between the plate and the ramekin and place it on the plate",
+                         ["akita_black_bowl_1", "akita_black_bowl_2", "plate_1", "glazed_rim_porcelain_ramekin_1"])
+    assert between.refs and between.side is None
+
+
+class _Located:
+    def __init__(self, name, xyz):
+        self.name, self.found, self.position = name, True, tuple(xyz)
+        self.top_z, self.extent = xyz[2] + 0.05, (0.08, 0.08, 0.1)
+
+
+class _FakeRobo:
+    """locate() from fixed positions, nothing else: enough for the scripted planner's choosing cells."""
+
+    def __init__(self, at):
+        self.at = at
+
+    def locate(self, name):
+        return _Located(name, self.at[name])
+
+
+def test_scripted_cells_make_the_same_spatial_choice_in_python():
+    import contextlib
+    import io
+
+    from agents.planners.scripted import CELL_GOALS, SIDE_FN, locate_and_choose_cell, parse_task, plan_subgoals
+
+    at = dict(LOCATED_5)
+    for instruction, obj, target in (("put the red mug on the right plate", "red_coffee_mug_1", "plate_2"),
+                                     ("put the white mug on the left plate", "porcelain_mug_1", "plate_1")):
+        env = {"robo": _FakeRobo(at)}
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(locate_and_choose_cell(parse_task(instruction, LIVING_ROOM_5)), env)
+        assert (env["obj"], env["plan_target"]) == (obj, target), instruction
+    # Mirror the scene: the cell decides from what it located, not from the names.
+    mirrored = {n: (x, -y, z) for n, (x, y, z) in at.items()}
+    env = {"robo": _FakeRobo(mirrored)}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(locate_and_choose_cell(parse_task("put the red mug on the right plate", LIVING_ROOM_5)), env)
+    assert env["plan_target"] == "plate_1"
+
+    # The composite cell (libero_10/4), built as CodeMind builds it.
+    from agents.planners.scripted import CodeMind
+
+    card = ("Task: put the white mug on the left plate and put the yellow and white mug on the right plate\n"
+            "Objects in the scene: " + ", ".join(LIVING_ROOM_5))
+    mind = CodeMind(card, has_vla=False)
+    name, args, _ = mind.step(None)
+    assert name == "python" and args["code"].startswith(SIDE_FN)
+    env = {"robo": _FakeRobo(at)}
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(args["code"], env)
+    assert [(g["obj"], g["target"]) for g in env["goals"]] == [("porcelain_mug_1", "plate_1"),
+                                                                 ("white_yellow_mug_1", "plate_2")]
+    assert [g.plan.target_side for g in plan_subgoals(mind.instruction, LIVING_ROOM_5)] == ["left", "right"]
+    assert CELL_GOALS  # imported for the reader: the cell text is CELL_GOALS after SIDE_FN
+
+
+def test_scripted_tool_agent_carries_to_the_located_right_plate():
+    import json as _json
+
+    from agents.planners.scripted import ToolMind
+
+    mind = ToolMind("Task: put the red mug on the right plate\nObjects in the scene: " + ", ".join(LIVING_ROOM_5), has_vla=False)
+    result, moves = None, []
+    for _ in range(30):
+        name, args, _ = mind.step(result)
+        if name == "locate":
+            x, y, z = LOCATED_5[args["name"]]
+            result = _json.dumps({"result": {"found": True, "position": [x, y, z], "extent": [0.08, 0.08, 0.1],
+                                             "top_z": z + 0.05}})
+        elif name == "set_gripper":
+            result = _json.dumps({"result": {"holding": args["action"] == "close"}})
+        elif name == "state":
+            result = _json.dumps({"result": {"holding": True}})
+        elif name == "move_to":
+            moves.append(args["xyz"])
+            result = _json.dumps({"result": {"reached": True}})
+        elif name == "release":
+            break
+        else:
+            result = "{}"
+    # The carry goes over plate_2 (y = +0.309), the right plate.
+    assert any(abs(m[1] - LOCATED_5["plate_2"][1]) < 1e-6 for m in moves), moves
+
+
 # --------------------------------------------------------------- real episodes
 def _run(tmp_path_factory, benchmark: str, task: str, agent: str, ablation: str = "full", budget: int = 40):
     from agents.episode import EpisodeSpec, run_episode

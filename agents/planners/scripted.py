@@ -20,6 +20,7 @@ tokenizer, the image-token formula and a prefix-cache model
 """
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import time
@@ -47,6 +48,13 @@ class TaskPlan:
     candidates: list[str] = field(default_factory=list)
     refs: list[str] = field(default_factory=list)
     target: str | None = None
+    """The first of `targets`: the target unless a spatial word picks another at run time."""
+    targets: list[str] = field(default_factory=list)
+    """Objects the target phrase names equally well (the two plates of 'the right plate')."""
+    side: str | None = None
+    """Spatial word that picks the object among same-named candidates ('the black bowl on the left')."""
+    target_side: str | None = None
+    """Spatial word that picks the target among `targets` ('the right plate')."""
 
     @property
     def understood(self) -> bool:
@@ -58,12 +66,83 @@ def _words(text: str) -> set[str]:
     return {w for w in re.split(r"[^a-z0-9]+", text.lower()) if w and w not in stop and not w.isdigit()}
 
 
-def ground(phrase: str, objects: list[str]) -> list[str]:
-    """Scene objects whose name words best overlap the phrase (all ties)."""
+#: What some LIBERO objects look like, in the words people use for them: world knowledge an LLM brings
+#: from the scene images and everyday language (the asset names are not what an instruction says).
+#: "white mug" is the plain porcelain one, not the yellow-and-white one.
+LOOKS_LIKE = {
+    "porcelain_mug": "white mug",
+    "white_yellow_mug": "yellow and white mug",
+    "red_coffee_mug": "red mug",
+    "akita_black_bowl": "black bowl",
+    "chefmate_8_frypan": "frying pan",
+}
+
+#: Spatial words that tell same-named objects apart ("the right plate", "the bowl at the front").
+SIDE_WORDS = {"left": "left", "right": "right", "front": "front", "back": "back", "rear": "back",
+              "middle": "middle", "center": "middle", "centre": "middle"}
+
+
+def _descriptions(obj: str) -> list[set[str]]:
+    """The word sets an object answers to: its name's words and, where known, what it looks like."""
+    kind = re.sub(r"_\d+$", "", obj)
+    out = [_words(kind.replace("_", " "))]
+    if kind in LOOKS_LIKE:
+        out.append(_words(LOOKS_LIKE[kind]))
+    return out
+
+
+def match_score(phrase: str, obj: str) -> tuple[int, int]:
+    """(words shared with the phrase, minus description words the phrase lacks), best description.
+
+    The penalty separates "white mug" (porcelain_mug: 'white mug', nothing extra) from the
+    yellow-and-white mug (shares 'white mug' too, but says 'yellow').
+    """
     want = _words(phrase)
-    scored = [(len(want & _words(o.replace("_", " "))), o) for o in objects]
-    best = max((s for s, _ in scored), default=0)
-    return [o for s, o in scored if s == best and s > 0]
+    return max((len(want & d), -len(d - want)) for d in _descriptions(obj))
+
+
+def ground(phrase: str, objects: list[str]) -> list[str]:
+    """Scene objects that best match the phrase (all ties): most shared words, then fewest unsaid ones."""
+    scored = [(match_score(phrase, o), o) for o in objects]
+    scored = [(s, o) for s, o in scored if s[0] > 0]
+    best = max((s for s, _ in scored), default=None)
+    return [o for s, o in scored if s == best]
+
+
+def side_word(phrase: str) -> str | None:
+    """The spatial word of a phrase ('right plate' -> 'right', 'the middle' -> 'middle'), if any."""
+    for w in re.split(r"[^a-z]+", phrase.lower()):
+        if w in SIDE_WORDS:
+            return SIDE_WORDS[w]
+    return None
+
+
+# The side convention.  LIBERO names sides as seen from across the table, facing the robot (as its
+# agentview camera sees the scene): with the robot at -x facing +x, left = -y, right = +y,
+# front = +x (away from the robot), back = -x.  Read from the benchmark's own BDDL files (the
+# LIBERO-PRO package's libero/libero/bddl_files/libero_90): LIVING_ROOM_SCENE5 "put the red mug on
+# the right plate" wants the mug on plate_2, which starts in plate_right_region (table y in
+# [0.275, 0.325]) while plate_1 starts in plate_left_region (y in [-0.325, -0.275]);
+# KITCHEN_SCENE2's bowl "at the front" starts at x in [0.075, 0.125] and the one "at the back" at
+# x in [-0.175, -0.125]; KITCHEN_SCENE8's right moka pot (y ~ +0.25) and LIVING_ROOM_SCENE4's /
+# STUDY_SCENE4's bowl / book "on the left" (y ~ -0.15 / -0.25) agree.  A real `locate` checks the
+# world frame matches the tables' frame: libero_90/66 seed 0 puts plate_1 at y = -0.28, plate_2 at
+# y = +0.31; libero_90/60 puts its left bowl at y = -0.13, the other at y = +0.05.
+# "middle" is the one nearest the group's centre.  The code cells carry this function's own source.
+def choose_by_side(positions, side):
+    """Which of several same-named objects a side word means: left -y, right +y, front +x, back -x, middle central."""
+    names = list(positions)
+    if side == "left":
+        return min(names, key=lambda n: positions[n][1])
+    if side == "right":
+        return max(names, key=lambda n: positions[n][1])
+    if side == "front":
+        return max(names, key=lambda n: positions[n][0])
+    if side == "back":
+        return min(names, key=lambda n: positions[n][0])
+    cx = sum(positions[n][0] for n in names) / len(names)
+    cy = sum(positions[n][1] for n in names) / len(names)
+    return min(names, key=lambda n: (positions[n][0] - cx) ** 2 + (positions[n][1] - cy) ** 2)
 
 
 def parse_task(instruction: str, objects: list[str]) -> TaskPlan:
@@ -77,6 +156,12 @@ def parse_task(instruction: str, objects: list[str]) -> TaskPlan:
         return plan
     plan.verb_ok = True
     left, plan.relation, plan.target_phrase = m.group(1), m.group(2), m.group(3)
+    # "put the black bowl in the middle on the plate": "in the middle" says which bowl, not where to.
+    where = re.match(rf"^((?:the\s+)?(?:{'|'.join(SIDE_WORDS)}))\s+(on top of|onto|into|inside|on|in)\s+(?:the\s+)?(.+)$",
+                     plan.target_phrase)
+    if where:
+        left = f"{left} {plan.relation} {where.group(1)}"
+        plan.relation, plan.target_phrase = where.group(2), where.group(3)
     for q in QUALIFIERS:
         parts = re.split(rf"\s+{q}\s+(?:the\s+)?", left, maxsplit=1)
         if len(parts) == 2:
@@ -87,9 +172,13 @@ def parse_task(instruction: str, objects: list[str]) -> TaskPlan:
         plan.obj_phrase = left
     plan.candidates = ground(plan.obj_phrase, objects)
     targets = ground(plan.target_phrase, objects)
-    plan.target = next((t for t in targets if t not in plan.candidates), targets[0] if targets else None)
+    plan.targets = [t for t in targets if t not in plan.candidates] or targets[:1]
+    plan.target = plan.targets[0] if plan.targets else None
+    plan.target_side = side_word(plan.target_phrase) if len(plan.targets) > 1 else None
     if len(plan.candidates) > 1:
         plan.refs = [r for p in plan.ref_phrases for r in ground(p, objects)[:1] if r not in plan.candidates]
+        if not plan.refs:  # "on the left", "at the front": a place, not another object
+            plan.side = side_word(" ".join([plan.obj_phrase, *plan.ref_phrases]))
     return plan
 
 
@@ -99,6 +188,8 @@ def choose_candidate(plan: TaskPlan, positions: dict[str, list[float]]) -> str:
     if not found:
         return plan.candidates[0]
     refs = [positions[r] for r in plan.refs if r in positions]
+    if len(found) > 1 and not refs and plan.side:
+        return choose_by_side({c: positions[c] for c in found}, plan.side)
     if len(found) == 1 or not refs:
         return found[0]
 
@@ -109,6 +200,14 @@ def choose_candidate(plan: TaskPlan, positions: dict[str, list[float]]) -> str:
         mid = [(refs[0][0] + refs[1][0]) / 2, (refs[0][1] + refs[1][1]) / 2]
         return min(found, key=lambda c: dist2(positions[c], mid))
     return min(found, key=lambda c: min(dist2(positions[c], r) for r in refs))
+
+
+def choose_target(plan: TaskPlan, positions: dict[str, list[float]]) -> str | None:
+    """The target among equally named ones: by the target phrase's spatial word, from located positions."""
+    found = [t for t in plan.targets if t in positions]
+    if len(found) > 1 and plan.target_side:
+        return choose_by_side({t: positions[t] for t in found}, plan.target_side)
+    return found[0] if found else plan.target
 
 
 def grasp_geometry(name: str, loc: dict[str, Any]) -> dict[str, float]:
@@ -340,17 +439,18 @@ class ToolMind(_Mind):
         """
         for attempt in range(MAX_PICK_TRIES):
             positions, locs = {}, {}
-            for name in dict.fromkeys(plan.candidates + plan.refs + [plan.target]):
+            for name in dict.fromkeys(plan.candidates + plan.refs + plan.targets):
                 yield "locate", {"name": name}, f"Locate {name}."
                 r = self._json()
                 if r.get("found"):
                     positions[name], locs[name] = r["position"], r
             obj = choose_candidate(plan, positions)
-            if obj not in locs or plan.target not in locs:
-                yield "finish", {"status": "stuck", "summary": f"Could not see {obj} or {plan.target}."}, ""
+            target = choose_target(plan, positions)
+            if obj not in locs or target not in locs:
+                yield "finish", {"status": "stuck", "summary": f"Could not see {obj} or {target}."}, ""
                 return None
             g = grasp_geometry(obj, locs[obj])
-            tz = locs[plan.target]["top_z"]
+            tz = locs[target]["top_z"]
             lift = max(locs[obj]["top_z"], tz) + 0.15
             yield "set_gripper", {"action": "open"}, "Open the gripper."
             yield "move_to", {"xyz": [g["x"], g["y"], g["z"] + 0.10]}, f"Move above {obj}."
@@ -360,13 +460,13 @@ class ToolMind(_Mind):
                 yield "move_to", {"xyz": [g["x"], g["y"], g["z"] + 0.10]}, "The grasp missed; back off and retry."
                 continue
             yield "move_to", {"xyz": [g["x"], g["y"], lift]}, "Lift."
-            tl = locs[plan.target]
+            tl = locs[target]
             px, py = tl["position"][0], tl["position"][1] + g["dy"]
-            yield "move_to", {"xyz": [px, py, lift]}, f"Carry over {plan.target}."
+            yield "move_to", {"xyz": [px, py, lift]}, f"Carry over {target}."
             yield "state", {}, "Check the grasp."
             if not self._json().get("holding"):
                 continue
-            yield "move_to", {"xyz": [px, py, place_height(plan.target, tl, g["height"], plan.relation)]}, "Lower."
+            yield "move_to", {"xyz": [px, py, place_height(target, tl, g["height"], plan.relation)]}, "Lower."
             yield "release", {"lift_m": 0.08}, "Release."
             if verify:
                 yield "locate", {"name": obj}, f"Check where {obj} ended up."
@@ -406,14 +506,15 @@ class ToolMind(_Mind):
     def _check(self, plan: TaskPlan):
         """Locate the sub-goal's objects and say whether the object now rests on/in the target."""
         positions, locs = {}, {}
-        for name in dict.fromkeys(plan.candidates + plan.refs + [plan.target]):
+        for name in dict.fromkeys(plan.candidates + plan.refs + plan.targets):
             yield "locate", {"name": name}, f"Check {name}."
             r = self._json()
             locs[name] = r
             if r.get("found"):
                 positions[name] = r["position"]
         obj = choose_candidate(plan, positions)
-        return plan.target in positions and placed_check(locs.get(obj, {}), locs[plan.target], plan.relation)
+        target = choose_target(plan, positions)
+        return target in positions and placed_check(locs.get(obj, {}), locs[target], plan.relation)
 
 
 #: Locate every name of an iterable into `seen`, printing what was found (NAMES is filled in).
@@ -431,8 +532,12 @@ for name in dict.fromkeys(NAMES):
 CELL_LOCATE = '''\
 plan_candidates = {candidates!r}
 plan_refs = {refs!r}
-plan_target = {target!r}
-''' + _LOCATE_LOOP.replace("NAMES", "plan_candidates + plan_refs + [plan_target]")
+plan_targets = {targets!r}
+plan_target = plan_targets[0]
+''' + _LOCATE_LOOP.replace("NAMES", "plan_candidates + plan_refs + plan_targets")
+
+#: The cell's own copy of choose_by_side (same source), for "the right plate", "the bowl on the left".
+SIDE_FN = inspect.getsource(choose_by_side)
 
 CELL_CHOOSE = '''\
 def dist2(a, b):
@@ -446,10 +551,23 @@ if len(found) > 1 and refs:
         obj = min(found, key=lambda c: dist2(seen[c].position, anchor))
     else:
         obj = min(found, key=lambda c: min(dist2(seen[c].position, r) for r in refs))
+elif len(found) > 1 and {side!r}:
+    obj = choose_by_side({{c: seen[c].position for c in found}}, {side!r})
 else:
     obj = found[0] if found else None
+seen_targets = [t for t in plan_targets if t in seen]
+if len(seen_targets) > 1 and {target_side!r}:
+    plan_target = choose_by_side({{t: seen[t].position for t in seen_targets}}, {target_side!r})
+elif seen_targets:
+    plan_target = seen_targets[0]
 print("object:", obj, "| target:", plan_target, "seen" if plan_target in seen else "not seen")
 '''
+
+
+def locate_and_choose_cell(plan: TaskPlan) -> str:
+    """The first cell of a pick-and-place: locate everything, then choose the object and the target."""
+    return (CELL_LOCATE.format(candidates=plan.candidates, refs=plan.refs, targets=plan.targets) + "\n" + SIDE_FN + "\n"
+            + CELL_CHOOSE.format(between=plan.qualifier == "between", side=plan.side, target_side=plan.target_side))
 
 CELL_VLA = '''\
 for attempt in range({tries}):
@@ -510,7 +628,7 @@ if report != "placed":
 CELL_GOALS = '''\
 goals = {goals!r}
 ''' + _LOCATE_LOOP.replace(
-    "NAMES", 'n for g in goals if g["kind"] == "pick_place" for n in g["candidates"] + g["refs"] + [g["target"]]') + '''
+    "NAMES", 'n for g in goals if g["kind"] == "pick_place" for n in g["candidates"] + g["refs"] + g["targets"]') + '''
 def dist2(a, b):
     return (a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2
 
@@ -522,11 +640,20 @@ def choose(g):
             anchor = [(refs[0][0] + refs[1][0]) / 2, (refs[0][1] + refs[1][1]) / 2]
             return min(found, key=lambda c: dist2(seen[c].position, anchor))
         return min(found, key=lambda c: min(dist2(seen[c].position, r) for r in refs))
+    if len(found) > 1 and g["side"]:
+        return choose_by_side({{c: seen[c].position for c in found}}, g["side"])
     return found[0] if found else None
+
+def choose_target(g):
+    found = [t for t in g["targets"] if t in seen]
+    if len(found) > 1 and g["target_side"]:
+        return choose_by_side({{t: seen[t].position for t in found}}, g["target_side"])
+    return found[0] if found else g["target"]
 
 for g in goals:
     if g["kind"] == "pick_place":
         g["obj"] = choose(g)
+        g["target"] = choose_target(g)
     print("sub-goal:", g["clause"], "->", g.get("obj"), g["kind"], g.get("target"))
 '''
 
@@ -600,8 +727,7 @@ class CodeMind(_Mind):
         if not plan.understood:
             yield "finish", {"status": "stuck", "summary": f"Cannot map the instruction to a pick-and-place: {self.instruction}"}, ""
             return
-        code = CELL_LOCATE.format(candidates=plan.candidates, refs=plan.refs, target=plan.target)
-        code += "\n" + CELL_CHOOSE.format(between=plan.qualifier == "between")
+        code = locate_and_choose_cell(plan)
         yield "python", {"code": code}, "Locate the objects and choose which one the instruction means."
         out = self.result or ""
         if "object: None" in out or "not seen" in out or "Error" in out:
@@ -618,9 +744,11 @@ class CodeMind(_Mind):
         """One cell locates and chooses for every sub-goal; one runs them in order with checks; one retries."""
         goals = [{"clause": g.clause, "kind": g.kind, "candidates": g.plan.candidates if g.plan else [],
                   "refs": g.plan.refs if g.plan else [], "target": (g.plan.target if g.plan else None) or g.fixture,
+                  "targets": g.plan.targets if g.plan else [], "side": g.plan.side if g.plan else None,
+                  "target_side": g.plan.target_side if g.plan else None,
                   "between": bool(g.plan and g.plan.qualifier == "between"),
                   "relation": g.plan.relation if g.plan else ""} for g in self.goals]
-        yield "python", {"code": CELL_GOALS.format(goals=goals)}, "Split the task into sub-goals and locate their objects."
+        yield "python", {"code": SIDE_FN + "\n" + CELL_GOALS.format(goals=goals)}, "Split the task into sub-goals and locate their objects."
         act = CELL_GOALS_ACT.format(relation="on", use_vla=self.has_vla, vla_tries=MAX_VLA_TRIES, tries=MAX_PICK_TRIES)
         yield "python", {"code": act}, "Do the sub-goals in order, checking each with a fresh look."
         if "no strategy" in (self.result or ""):
