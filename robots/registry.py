@@ -12,7 +12,8 @@ shelf level, the microwave) and `place_beside` (a region of the table next to
 another object).  A task is `scripted` when the planner has a strategy for
 every goal predicate (only `pick_place`), including predicates the sentence
 leaves unsaid (LIBERO-10's "put both moka pots on the stove" also wants the
-stove on), and its parse of the sentence names the goal's object and target.
+stove on), and its parse of the sentence names the goal's object and target (where a
+spatial word chooses among same-named ones, the choice made from their BDDL start positions).
 """
 from __future__ import annotations
 
@@ -89,11 +90,43 @@ def goal_family(pred: list[str], names: list[str]) -> str:
     return "pick_place"
 
 
-def _planner_agrees(pred: list[str], subgoals, names: list[str]) -> bool:
-    """Some understood sub-goal picks the goal's object and heads for the goal region's owner."""
+def start_positions(problem: dict) -> dict[str, tuple[float, float]]:
+    """Where each object starts: the centre (x, y) of its BDDL init region, in its table's frame.
+
+    The tables' frame is the world's up to a shift (a real `locate` agrees), so these order objects
+    left/right and front/back as the planner's run-time `locate` results will.
+    """
+    out = {}
+    for pred in problem["initial_state"]:
+        region = problem["regions"].get(pred[-1]) if pred[0].lower() == "on" and len(pred) == 3 else None
+        if region and region.get("ranges"):
+            x0, y0, x1, y1 = region["ranges"][0]
+            out[pred[1]] = ((x0 + x1) / 2, (y0 + y1) / 2)
+    return out
+
+
+def _planner_agrees(pred: list[str], subgoals, names: list[str], start: dict | None = None) -> bool:
+    """Some understood sub-goal picks the goal's object and heads for the goal region's owner.
+
+    Where the planner chooses among same-named objects by a spatial word ("the right plate", "the
+    bowl at the front") it does so at run time from `locate`; here the objects' start positions
+    stand in for those, so a task counts only if that choice lands on the goal's object and target.
+    Other ties count when the goal's object is among them (as before).
+    """
+    from agents.planners.scripted import choose_candidate, choose_target
+
     owner = _owner(pred[2], names)
-    return any(g.understood and pred[1] in g.plan.candidates and g.plan.target == owner and g.plan.relation != "to"
-               for g in subgoals)
+    start = start or {}
+    for g in subgoals:
+        if not g.understood or g.plan.relation == "to":
+            continue
+        plan = g.plan
+        by_place = len(plan.candidates) > 1 and (plan.side or plan.refs)
+        obj_ok = choose_candidate(plan, start) == pred[1] if by_place else pred[1] in plan.candidates
+        target = choose_target(plan, start) if plan.target_side else plan.target
+        if obj_ok and target == owner:
+            return True
+    return False
 
 
 def kitchen_tasks(group: str) -> list[TaskEntry]:
@@ -115,7 +148,8 @@ def kitchen_tasks(group: str) -> list[TaskEntry]:
                      for n in group_names if n not in _NOT_ON_CARD]
             families = [goal_family(p, names) for p in preds]
             subgoals = plan_subgoals(instruction, names)
-            scripted = set(families) <= SCRIPTED_FAMILIES and all(_planner_agrees(p, subgoals, names) for p in preds)
+            start = start_positions(problem)
+            scripted = set(families) <= SCRIPTED_FAMILIES and all(_planner_agrees(p, subgoals, names, start) for p in preds)
             out.append(TaskEntry(group, f"{suite}/{i}", "+".join(sorted(families)), instruction,
                                  CALL_BUDGETS[group], HAS_GUIDES[group], scripted))
     return out

@@ -245,6 +245,28 @@ def test_scripted_tool_agent_carries_to_the_located_right_plate():
     assert any(abs(m[1] - LOCATED_5["plate_2"][1]) < 1e-6 for m in moves), moves
 
 
+def test_registry_covers_the_left_right_plate_tasks_by_start_positions():
+    from agents.planners.scripted import plan_subgoals
+    from robots.registry import _planner_agrees, all_tasks, start_positions
+    from robots.libero_pro import parsed_problem
+
+    atomic = {t.task: t for t in all_tasks("kitchen_atomic")}
+    composite = {t.task: t for t in all_tasks("kitchen_composite")}
+    for task in ("libero_90/65", "libero_90/66", "libero_90/67", "libero_90/68", "libero_90/12", "libero_90/14", "libero_90/60"):
+        assert atomic[task].scripted, task
+    assert composite["libero_10/4"].scripted
+    problem = parsed_problem("libero_90", 66)
+    start = start_positions(problem)
+    assert start["plate_1"][1] < 0 < start["plate_2"][1]
+    names = [n for g in (*problem["objects"].values(), *problem["fixtures"].values()) for n in g]
+    goals = plan_subgoals("put the red mug on the right plate", names)
+    pred = problem["goal_state"][0]
+    assert _planner_agrees(pred, goals, names, start)
+    # With the plates' places swapped, the run-time choice would take the other plate: not covered.
+    swapped = dict(start, plate_1=start["plate_2"], plate_2=start["plate_1"])
+    assert not _planner_agrees(pred, goals, names, swapped)
+
+
 # --------------------------------------------------------------- real episodes
 def _run(tmp_path_factory, benchmark: str, task: str, agent: str, ablation: str = "full", budget: int = 40):
     from agents.episode import EpisodeSpec, run_episode
