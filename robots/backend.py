@@ -23,6 +23,30 @@ def ensure_headless_gl() -> None:
     os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
 
 
+#: Settling after an init state: at least LIBERO's own 10 zero-action steps, then until nothing
+#: moves (every joint and free body under `SETTLED_QVEL` for 2 steps in a row), at most `SETTLE_MAX_STEPS`.
+SETTLE_MIN_STEPS = 10
+SETTLE_MAX_STEPS = 80
+SETTLED_QVEL = 0.01
+
+
+def settle(step, sim, min_steps: int = SETTLE_MIN_STEPS, max_steps: int = SETTLE_MAX_STEPS) -> int:
+    """Zero-action env steps (`step()`) until the scene is at rest; returns how many were taken.
+
+    Some init states start with objects inside one another (LIBERO-PRO's
+    position swaps): the solver pushes them apart and can throw them half a
+    metre up, still in the air after a fixed 10 steps.  The agent's first
+    images and measurements must show the scene it will act in, at rest.
+    """
+    still = 0
+    for n in range(1, max_steps + 1):
+        step()
+        still = still + 1 if float(np.abs(sim.data.qvel).max()) < SETTLED_QVEL else 0
+        if n >= min_steps and still >= 2:
+            return n
+    return max_steps
+
+
 @dataclass(frozen=True)
 class TaskCard:
     """What the planner is told about a task instance at the start."""

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from robots.backend import StepCounter, TaskCard
+from robots.backend import StepCounter, TaskCard, settle
 from robots.libero_pro import configure_robosuite_bridge
 from robots.motion import GRIPPER_CLOSE, GRIPPER_OPEN, MAX_ACTION, POS_SCALE, ROT_SCALE, axis_angle
 from robots.robosuite_cameras import RobosuiteCameras, apply_fast_render
@@ -45,7 +45,6 @@ ROBOT_INDEX = {"right": 0, "left": 1}
 CAMERAS = ("frontview", "birdview", "agentview", "sideview", "robot0_eye_in_hand", "robot1_eye_in_hand")
 CARD_CAMERAS = ("agentview", "robot0_eye_in_hand", "frontview", "robot1_eye_in_hand", "birdview")
 DEFAULT_IMAGE_SIZE = 256
-SETTLE_STEPS = 10
 LAYOUTS = {"parallel": "single-arm-parallel", "opposed": "single-arm-opposed"}
 LAYOUT_TEXT = {
     "parallel": "The two arms stand side by side at the -x end of the table, facing +x; the right arm is at -y.",
@@ -196,8 +195,7 @@ class BimanualBackend(RobosuiteCameras):
         self._hold = {arm: self.eef_pose(arm) for arm in ARMS}
         if v.in_hand:
             self._put_hammer_in_right_hand(v.grip_offset)
-        for _ in range(SETTLE_STEPS):
-            self.step_arms({})
+        self.settle_steps = settle(lambda: self.step_arms({}), self.sim)
         objects = tuple(OBJECT_GEOMS[env_name])
         self._build_segmentation_lut(env_name)
         return TaskCard(

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from robots.backend import StepCounter, TaskCard, ensure_headless_gl
+from robots.backend import StepCounter, TaskCard, ensure_headless_gl, settle
 from robots.robosuite_cameras import RobosuiteCameras, apply_fast_render
 
 #: The LIBERO-PRO perturbed families the paper uses: {spatial, object, goal, 10} x {swap, lan, object, task}.
@@ -39,8 +39,8 @@ GROUPS: dict[str, tuple[tuple[str, ...], str] | None] = {
     "kitchen_atomic": (("libero_90", "libero_10"), "single"),
     "kitchen_composite": (("libero_90", "libero_10"), "multi"),
 }
-#: Zero-action steps after loading an init state: the `_swap` states drop objects from ~7 cm.
-SETTLE_STEPS = 10
+#: Hold the arm and keep the gripper open while the scene settles (LIBERO's own dummy action).
+SETTLE_ACTION = np.array([0, 0, 0, 0, 0, 0, -1.0])
 
 
 def configure_robosuite_bridge() -> None:
@@ -167,8 +167,7 @@ class LiberoProBackend(RobosuiteCameras):
         env.seed(seed)
         env.reset()
         env.set_init_state(init_states[seed % len(init_states)])
-        for _ in range(SETTLE_STEPS):
-            self.step(np.array([0, 0, 0, 0, 0, 0, -1.0]))
+        self.settle_steps = settle(lambda: self.step(SETTLE_ACTION), self.sim)
         inner = env.env
         instruction = " ".join(inner.parsed_problem["language_instruction"])
         objects = tuple(inner.objects_dict) + tuple(

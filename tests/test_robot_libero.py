@@ -256,3 +256,17 @@ def test_parser_declines_what_it_cannot_do(instruction):
 
     with pytest.raises(NotUnderstood):
         parse(instruction, list(SCENE), fake_locate)
+
+
+def test_reset_waits_until_the_scene_is_at_rest(backend):
+    """libero_10_swap/0 seed 0 starts the ketchup and the milk inside one another: the solver throws them
+    ~0.6 m up, and after LIBERO's fixed 10 settling steps they were still in the air (the agent's first
+    images and `locate` showed them there).  Reset now steps until nothing moves."""
+    from robots.backend import SETTLE_MIN_STEPS, SETTLED_QVEL
+
+    backend.reset("libero_10_swap/0", 0)  # last in this module: the other tests' scene is not rebuilt
+    assert backend.settle_steps > SETTLE_MIN_STEPS
+    assert float(np.abs(backend.sim.data.qvel).max()) < SETTLED_QVEL
+    for name in ("ketchup_1", "milk_1"):
+        assert backend._true_body_position(name)[2] < 0.55, name  # on the table (top ~0.45), not mid-air
+        assert Robot(backend).locate(name).top_z < 0.65, name
