@@ -115,7 +115,7 @@ def _call_row(i: int, rng: random.Random, kind: str, success_after: bool) -> dic
         "tool_name": "move_to" if kind == "tool" else "python",
         "tool_args": {"xyz": [round(rng.uniform(-0.3, 0.3), 4), 0.21, 0.95]} if kind == "tool" else None,
         "cell_hash": None, "n_primitives": 1 if kind == "tool" else 3, "n_acting": 1, "exception": None,
-        "success_after": success_after, "retries": 0, "error": None, "retry_errors": None,
+        "success_after": success_after, "retries": 0, "error": None, "retry_errors": None, "tool_calls_in_reply": 1,
     }
     return row
 
