@@ -54,11 +54,11 @@ class RobosuiteCameras:
         if kind == "depth":
             from robosuite.utils.camera_utils import get_real_depth_map
 
-            depth = self._render_depth_only(camera, size)
+            depth, _ = self._render_flat(camera, size)
             return np.ascontiguousarray(get_real_depth_map(sim, depth[::-1]))
         if kind == "segmentation":
-            seg = sim.render(camera_name=camera, width=size, height=size, segmentation=True)[::-1]
-            return np.ascontiguousarray(self._object_ids(seg))
+            _, seg = self._render_flat(camera, size, segmentation=True)
+            return np.ascontiguousarray(self._object_ids(seg[::-1]))
         raise ValueError(f"render kind {kind!r}: use rgb, depth or segmentation")
 
     def render_depth_and_segmentation(self, camera: str, size: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -68,12 +68,12 @@ class RobosuiteCameras:
         self._check_camera(camera)
         size = size or self.image_size
         self.counter.renders["seg+depth"] = self.counter.renders.get("seg+depth", 0) + 1
-        seg, depth = self.sim.render(camera_name=camera, width=size, height=size, depth=True, segmentation=True)
+        depth, seg = self._render_flat(camera, size, segmentation=True)
         seg, depth = seg[::-1], depth[::-1]
         return np.ascontiguousarray(get_real_depth_map(self.sim, depth)), np.ascontiguousarray(self._object_ids(seg))
 
-    def _render_depth_only(self, camera: str, size: int) -> np.ndarray:
-        """Raw depth buffer (rows bottom-up) of one camera from the flat segmentation pass; no colour read.
+    def _render_flat(self, camera: str, size: int, segmentation: bool = False):
+        """(raw depth buffer, (objtype, objid) per pixel or None), rows bottom-up, from the flat segmentation pass.
 
         What `MjSim.render` does for one frame, under its lock, with two changes:
         the scene is drawn in MuJoCo's segmentation mode, and the geoms the
@@ -83,7 +83,11 @@ class RobosuiteCameras:
         planes seen from behind (MuJoCo's own test in `mjr_render`).  Depth is
         then sampled at pixel centres, not resolved from the RGB pass's
         multisamples: equal to it within ~1-2 mm on surfaces, a pixel's
-        difference at object edges (tests/test_robot_libero.py).
+        difference at object edges (tests/test_robot_libero.py).  With
+        `segmentation`, the pass's colours are decoded as robosuite's
+        `MjSim.render(segmentation=True)` decodes them; the skipped geoms (the
+        grip-site line hanging below the gripper) no longer hide a strip of
+        whatever is under it from `locate`.
         """
         import mujoco
         from robosuite.utils.binding_utils import _MjSim_render_lock
@@ -108,13 +112,26 @@ class RobosuiteCameras:
                     geom.segid = -1  # the segmentation pass draws only geoms with segid >= 0
             viewport = mujoco.MjrRect(0, 0, size, size)
             scn.flags[mujoco.mjtRndFlag.mjRND_SEGMENT] = 1
+            scn.flags[mujoco.mjtRndFlag.mjRND_IDCOLOR] = int(segmentation)  # colour = segid + 1
             try:
                 mujoco.mjr_render(viewport, scn, ctx.con)
             finally:
                 scn.flags[mujoco.mjtRndFlag.mjRND_SEGMENT] = 0
+                scn.flags[mujoco.mjtRndFlag.mjRND_IDCOLOR] = 0
             depth = np.empty((size, size), dtype=np.float32)
-            mujoco.mjr_readPixels(None, depth, viewport, ctx.con)
-        return depth
+            rgb = np.empty((size, size, 3), dtype=np.uint8) if segmentation else None
+            mujoco.mjr_readPixels(rgb, depth, viewport, ctx.con)
+            if not segmentation:
+                return depth, None
+            # Colour = segid + 1 (0: background), as MjRenderContext.read_pixels decodes it.
+            code = rgb[..., 0].astype(np.int64) + rgb[..., 1].astype(np.int64) * 256 + rgb[..., 2].astype(np.int64) * 65536
+            code[code >= scn.ngeom + 1] = 0
+            lut = np.full((scn.ngeom + 1, 2), -1, dtype=np.int32)
+            for i in range(scn.ngeom):
+                geom = scn.geoms[i]
+                if geom.segid != -1:
+                    lut[geom.segid + 1] = (geom.objtype, geom.objid)
+        return depth, lut[code]
 
     def camera_meta(self, camera: str, size: int | None = None) -> CameraMeta:
         from robosuite.utils.camera_utils import get_camera_extrinsic_matrix, get_camera_intrinsic_matrix
