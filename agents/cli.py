@@ -58,11 +58,15 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--config", default="config.yaml")
     s.add_argument("--price", default=None, help="price table (model name in config) to bill under")
 
-    s = sub.add_parser("figures", help="draw every figure from the database")
+    s = sub.add_parser("figures", help="draw every figure from the database",
+                       description="The main comparison's figures in --out, "
+                                   "every other comparison's in --out/COMPARISON/.")
     s.add_argument("--db", default=DEFAULT_DB)
     s.add_argument("--out", default="figures")
     s.add_argument("--config", default="config.yaml")
     s.add_argument("--price", default=None)
+    s.add_argument("--comparison", default=None, metavar="NAME",
+                   help="draw only this comparison (e.g. no_vla), into --out itself")
 
     s = sub.add_parser("sql", help="run SQL over the traces database")
     s.add_argument("query")

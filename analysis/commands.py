@@ -58,7 +58,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_figures(args: argparse.Namespace) -> int:
     from analysis.figures import write_figures
 
-    written = write_figures(args.db, args.out, _price_table(args))
+    written = write_figures(args.db, args.out, _price_table(args), comparison=getattr(args, "comparison", None))
     print(f"figures: wrote {len(written)} files to {args.out}", file=sys.stderr)
     return 0
 

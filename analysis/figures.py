@@ -1,10 +1,12 @@
 """The paper's figures (1, 3, 5, 6, 7) from the traces database, as PNG and PDF, byte-for-byte reproducible.
 
 Every figure reads `analysis.report.load_report_data` (strict pairing, calls
-priced under the chosen table) and draws the main comparison: `full` when the
-database has it, else the first ablation present.  A panel without data says
-so instead of failing: a small grid may have one benchmark, a few episodes and
-no instance both agents solved.
+priced under the chosen table) and draws one comparison: by default the main
+one (`full` when the database has it, else the first ablation present), which
+`write_figures` puts in the output folder, and every other comparison present
+in a subfolder of its name.  A panel without data says so instead of failing:
+a small grid may have one benchmark, a few episodes and no instance both
+agents solved.
 """
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator  # noqa: E402
 
+from agents.errors import CellbenchError  # noqa: E402
 from analysis import stats  # noqa: E402
 from analysis.cost import PriceTable  # noqa: E402
 from analysis.report import ReportData, compact_number, load_report_data  # noqa: E402
@@ -55,9 +58,30 @@ def _no_data(ax, message: str) -> None:
             transform=ax.transAxes, bbox=dict(boxstyle="round", fc="0.96", ec="0.8"))
 
 
+def comparisons(paired: pd.DataFrame) -> list[str]:
+    """The comparisons present, in the ablations' order."""
+    return stats.comparison_order(paired["comparison"].unique()) if len(paired) else []
+
+
 def main_comparison(paired: pd.DataFrame) -> str | None:
-    present = stats.comparison_order(paired["comparison"].unique()) if len(paired) else []
+    present = comparisons(paired)
     return "full" if "full" in present else (present[0] if present else None)
+
+
+def _of_comparison(data: ReportData, comparison: str | None) -> tuple[str | None, pd.DataFrame]:
+    """The comparison to draw (the main one when None) and its paired rows."""
+    comparison = comparison or main_comparison(data.paired)
+    return comparison, data.paired[data.paired["comparison"] == comparison]
+
+
+def _call_axis(ax, longest: int, max_ticks: int = 12) -> None:
+    """An "LLM call" axis from half a call before the first to half a call after the last: ticks at
+    call 1 and at multiples of a 1-2-5 step (every call while they fit), never between calls."""
+    longest = max(1, longest)
+    step = next(s for s in (m * 10 ** e for e in range(7) for m in (1, 2, 5)) if longest / s <= max_ticks - 1)
+    ax.xaxis.set_major_locator(FixedLocator(sorted({1, *range(step, longest + 1, step)})))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlim(0.5, longest + 0.5)
 
 
 def _benchmarks(frame: pd.DataFrame) -> list[str]:
@@ -90,10 +114,9 @@ def _grouped_bars(ax, labels: list[str], values: dict[str, list[float]], horizon
 # Fig. 1
 
 
-def fig1_success(data: ReportData) -> plt.Figure:
+def fig1_success(data: ReportData, comparison: str | None = None) -> plt.Figure:
     """(a) success by suite; (b, c) input tokens and dollars per solved episode, jointly solved instances."""
-    comparison = main_comparison(data.paired)
-    paired = data.paired[data.paired["comparison"] == comparison]
+    comparison, paired = _of_comparison(data, comparison)
     suites = paired.groupby(["benchmark", "suite"]) if len(paired) else []
     rows = [(f"{_label(b)}: {s}", g) for (b, s), g in suites]
     fig, axes = plt.subplots(1, 3, figsize=(14, max(3.2, 0.45 * len(rows) + 1.6)),
@@ -140,10 +163,9 @@ def _step_curve(at_solve: np.ndarray, n: int, lo: float, hi: float) -> tuple[np.
     return x, 100 * stats.success_at_budget(solved, n, x)
 
 
-def fig3_budget_cutoff(data: ReportData, measure: str = "input_tokens") -> plt.Figure:
+def fig3_budget_cutoff(data: ReportData, measure: str = "input_tokens", comparison: str | None = None) -> plt.Figure:
     """Success if every episode stopped at a budget; dashed: first reach of tool's final success."""
-    comparison = main_comparison(data.paired)
-    paired = data.paired[data.paired["comparison"] == comparison]
+    comparison, paired = _of_comparison(data, comparison)
     benchmarks = _benchmarks(paired) or ["–"]
     column = stats.BUDGET_MEASURES[measure]
 
@@ -167,23 +189,39 @@ def fig3_budget_cutoff(data: ReportData, measure: str = "input_tokens") -> plt.F
             ax.step(x, y, where="post", color=AGENT_COLORS[agent], lw=2, label=AGENT_LABELS[agent])
         reach = {a: stats.first_reach_budget(at[a], needed) for a in stats.AGENTS}
         ax.axhline(100 * needed / n, color="0.6", lw=0.8, ls=":")
+        # Each dashed line's value beside it, off the line, on a white ground, at its own height:
+        # to the right of the line, unless the smaller reach's label would not fit before the
+        # other line; then the smaller one goes to the left of its line.
+        finite = sorted((a for a in stats.AGENTS if np.isfinite(reach[a])), key=lambda a: reach[a])
+        left_side = set()
+        if len(finite) == 2 and reach[finite[0]] > 0:
+            axes_points = ax.get_position().width * fig.get_figwidth() * 72
+            gap_points = axes_points * np.log(reach[finite[1]] / reach[finite[0]]) / np.log(hi / lo)
+            if gap_points < 0.62 * 9 * len(budget_label(reach[finite[0]])) + 12:
+                left_side.add(finite[0])
         for k, agent in enumerate(stats.AGENTS):
-            if np.isfinite(reach[agent]):
+            if agent in finite:
                 ax.axvline(reach[agent], color=AGENT_COLORS[agent], ls="--", lw=1.2)
-                ax.text(reach[agent], 0.02 + 0.07 * k, f" {budget_label(reach[agent])}", color=AGENT_COLORS[agent],
-                        transform=ax.get_xaxis_transform(), fontsize=9, ha="left", va="bottom")
+                left = agent in left_side
+                ax.annotate(budget_label(reach[agent]), (reach[agent], 0.05 + 0.09 * k),
+                            xycoords=ax.get_xaxis_transform(), xytext=(-4 if left else 4, 0),
+                            textcoords="offset points", ha="right" if left else "left", va="bottom",
+                            color=AGENT_COLORS[agent], fontsize=9,
+                            bbox=dict(boxstyle="square,pad=0.15", fc="white", ec="none", alpha=0.85))
         if np.isfinite(reach["tool"]) and np.isfinite(reach["code"]) and reach["code"] > 0:
-            ax.text(0.04, 0.93, f"{reach['tool'] / reach['code']:.1f}×", transform=ax.transAxes, fontsize=22,
-                    fontweight="bold", va="top", color="0.2")
+            ax.text(0.04, 0.98, f"{reach['tool'] / reach['code']:.1f}×", transform=ax.transAxes, fontsize=22,
+                    fontweight="bold", va="top", color="0.2",
+                    zorder=5, bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.85))
         ax.set_xscale("log")
         ax.set_xlim(lo, hi)
-        ax.set_ylim(0, 105)
+        ax.set_ylim(0, 125)  # room above 100 % for the ratio, clear of the curves
+        ax.set_yticks(range(0, 101, 20))
         # Label 1-2-5 within a decade or two, decades only beyond: readable at any span.
         decades = np.log10(hi / lo)
         ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,)))
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: budget_label(v)))
-        ax.set_title(f"{_label(benchmark)} (n = {n})")
+        ax.set_title(f"{_label(benchmark)} (n = {n}, {comparison})")
         ax.set_xlabel({"input_tokens": "Input-token budget per episode", "llm_calls": "LLM-call budget per episode",
                        "dollars": f"Dollar budget per episode ({data.price.model})"}[measure])
     axes[0][0].set_ylabel("Success rate (%)")
@@ -196,10 +234,10 @@ def fig3_budget_cutoff(data: ReportData, measure: str = "input_tokens") -> plt.F
 # Fig. 5
 
 
-def fig5_decomposition(data: ReportData) -> plt.Figure:
+def fig5_decomposition(data: ReportData, comparison: str | None = None) -> plt.Figure:
     """Token ratio = LLM-call ratio x tokens-per-call ratio, tool / code, on jointly solved instances."""
-    comparison = main_comparison(data.paired)
-    table = stats.token_decomposition(data.paired)
+    comparison, paired = _of_comparison(data, comparison)
+    table = stats.token_decomposition(paired)
     table = table[(table["comparison"] == comparison) & table["input_tokens_ratio"].notna()]
     fig, ax = plt.subplots(figsize=(max(5.0, 1.8 * len(table) + 2), 3.8))
     if table.empty:
@@ -216,7 +254,7 @@ def fig5_decomposition(data: ReportData) -> plt.Figure:
     ax.axhline(1.0, color="0.3", lw=1)
     ax.set_xticks(positions, [f"{_label(b)}\n(n = {n})" for b, n in zip(table["benchmark"], table["n_jointly_solved"])])
     ax.set_ylabel("Tool calling / code (×)")
-    ax.set_title("Token savings on jointly solved instances (below 1×: code used more)")
+    ax.set_title(f"Token savings on jointly solved instances, {comparison} (below 1×: code used more)")
     ax.margins(y=0.18)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False, fontsize=9)
     fig.tight_layout()
@@ -231,10 +269,9 @@ def _calls_of(data: ReportData, trace_dir: str) -> pd.DataFrame:
     return data.calls[data.calls["trace_dir"] == trace_dir].sort_values("call_index")
 
 
-def timeline_instance(data: ReportData) -> pd.Series | None:
+def timeline_instance(data: ReportData, comparison: str | None = None) -> pd.Series | None:
     """The pair Fig. 6 shows: the jointly solved instance where code saved the most tokens (ties: by name)."""
-    comparison = main_comparison(data.paired)
-    paired = data.paired[data.paired["comparison"] == comparison]
+    _, paired = _of_comparison(data, comparison)
     if paired.empty:
         return None
     joint = stats.jointly_solved(paired)
@@ -245,20 +282,20 @@ def timeline_instance(data: ReportData) -> pd.Series | None:
     return ordered.iloc[0]
 
 
-def fig6_timeline(data: ReportData) -> plt.Figure:
+def fig6_timeline(data: ReportData, comparison: str | None = None) -> plt.Figure:
     """One instance, both agents: a box per LLM call (number: tools or primitives it ran; dark: it
     returned images; outlined: it solved the task), and input tokens so far below."""
-    pair = timeline_instance(data)
+    pair = timeline_instance(data, comparison)
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(11, 5.6), gridspec_kw={"height_ratios": [1, 1.6]})
     if pair is None:
         _no_data(top, "No paired instance")
         _no_data(bottom, "No paired instance")
         return fig
-    longest = 1
+    longest, top_tokens = 1, 0
     for row, agent in enumerate(stats.AGENTS):
         calls = _calls_of(data, pair[f"{agent}_trace_dir"])
         solve = pair[f"{agent}_calls_at_solve"]
-        longest = max(longest, len(calls))
+        longest = max(longest, int(calls["call_index"].max()) if len(calls) else 0)
         for c in calls.itertuples():
             dark = c.images_returned > 0
             solving = bool(np.isfinite(solve) and c.call_index == solve)
@@ -269,6 +306,7 @@ def fig6_timeline(data: ReportData) -> plt.Figure:
                      color="white" if dark else "0.15")
         x = calls["call_index"].to_numpy()
         y = calls["cum_input_tokens"].to_numpy()
+        top_tokens = max(top_tokens, float(y.max()) if len(y) else 0)
         # The solving call's tokens go in the legend: labels at the circles collide when both solve alike.
         label = AGENT_LABELS[agent]
         if np.isfinite(solve) and (x == solve).any():
@@ -279,17 +317,17 @@ def fig6_timeline(data: ReportData) -> plt.Figure:
             label += ": not solved"
         bottom.plot(x, y, color=AGENT_COLORS[agent], lw=2, marker=".", label=label)
     for ax in (top, bottom):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    top.set_xlim(0.3, longest + 0.7)
+        _call_axis(ax, longest, max_ticks=25)
     top.set_ylim(-0.6, 1.6)
     top.set_yticks([0, 1], [AGENT_LABELS[a] for a in stats.AGENTS])
     top.invert_yaxis()
     top.grid(False)
     top.set_xlabel("LLM call")
-    top.set_title(f"{_label(pair['benchmark'])} {pair['task']}, seed {pair['seed']}: each box one LLM call; "
+    top.set_title(f"{pair['comparison']}, {_label(pair['benchmark'])} {pair['task']}, seed {pair['seed']}: "
+                  "each box one LLM call; "
                   "number = tools / primitives run; dark = returned images; outlined = solved", fontsize=10)
-    bottom.set_xlim(0.3, longest + 0.7)
-    bottom.margins(y=0.12)
+    # Tokens so far from nothing, so the gap between the agents reads true; room above for the legend.
+    bottom.set_ylim(0, 1.18 * max(top_tokens, 1))
     bottom.yaxis.set_major_formatter(_TOKENS)
     bottom.set_xlabel("LLM call")
     bottom.set_ylabel("Input tokens so far")
@@ -306,10 +344,9 @@ def token_line_instances(paired: pd.DataFrame, k: int = TOKEN_LINES_PER_BENCHMAR
     return joint.iloc[np.unique(np.linspace(0, len(joint) - 1, k).round().astype(int))]
 
 
-def fig7_tokens_per_call(data: ReportData) -> plt.Figure:
+def fig7_tokens_per_call(data: ReportData, comparison: str | None = None) -> plt.Figure:
     """Input tokens so far, LLM call by LLM call, for a few jointly solved episodes per benchmark."""
-    comparison = main_comparison(data.paired)
-    paired = data.paired[data.paired["comparison"] == comparison]
+    comparison, paired = _of_comparison(data, comparison)
     benchmarks = _benchmarks(paired) or ["–"]
     fig, axes = plt.subplots(1, len(benchmarks), figsize=(4.6 * len(benchmarks), 3.8), squeeze=False)
     for ax, benchmark in zip(axes[0], benchmarks):
@@ -317,17 +354,21 @@ def fig7_tokens_per_call(data: ReportData) -> plt.Figure:
         if chosen.empty:
             _no_data(ax, f"{_label(benchmark)}: no instance\nsolved by both agents")
             continue
+        longest, top_tokens = 1, 0
         for pair in chosen.itertuples():
             for agent in stats.AGENTS:
                 calls = _calls_of(data, getattr(pair, f"{agent}_trace_dir"))
+                longest = max(longest, int(calls["call_index"].max()) if len(calls) else 0)
                 x, y = calls["call_index"].to_numpy(), calls["cum_input_tokens"].to_numpy()
+                top_tokens = max(top_tokens, float(y.max()) if len(y) else 0)
                 ax.plot(x, y, color=AGENT_COLORS[agent], lw=1.3, alpha=0.85)
                 solve = getattr(pair, f"{agent}_calls_at_solve")
                 if (x == solve).any():
                     ax.plot([solve], [y[x == solve][0]], "o", ms=6, mfc="white", mec=AGENT_COLORS[agent], mew=1.5)
         ax.yaxis.set_major_formatter(_TOKENS)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_title(f"{_label(benchmark)} ({len(chosen)} instances)")
+        ax.set_ylim(0, 1.08 * max(top_tokens, 1))
+        _call_axis(ax, longest, max_ticks=8)
+        ax.set_title(f"{_label(benchmark)} ({len(chosen)} instances, {comparison})")
         ax.set_xlabel("LLM call")
     axes[0][0].set_ylabel("Input tokens so far")
     fig.legend(handles=_legend_handles(), loc="lower center", ncol=2, frameon=False, bbox_to_anchor=(0.5, -0.04))
@@ -357,12 +398,31 @@ def save_figure(fig: plt.Figure, out_dir: Path, name: str) -> list[Path]:
     return paths
 
 
-def write_figures(db_path: str | Path, out_dir: str | Path, price: PriceTable) -> list[Path]:
-    data = load_report_data(db_path, price)
-    out = Path(out_dir)
+def draw_comparison(data: ReportData, out: Path, comparison: str | None) -> list[Path]:
+    """Every figure of one comparison (the main one when None) into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with plt.rc_context(_STYLE):
         for name, draw in FIGURES.items():
-            written += save_figure(draw(data), out, name)
+            written += save_figure(draw(data, comparison=comparison), out, name)
+    return written
+
+
+def write_figures(db_path: str | Path, out_dir: str | Path, price: PriceTable,
+                  comparison: str | None = None) -> list[Path]:
+    """The main comparison's figures in `out_dir` and every other comparison's in `out_dir/<comparison>/`;
+    with `comparison`, that one's alone in `out_dir` (a comparison not in the database is a user error)."""
+    data = load_report_data(db_path, price)
+    out = Path(out_dir)
+    present = comparisons(data.paired)
+    if comparison is not None:
+        if comparison not in present:
+            raise CellbenchError(f"no comparison {comparison!r} in {db_path}; present: "
+                                 + (", ".join(present) if present else "none (no paired instances)"))
+        return draw_comparison(data, out, comparison)
+    main = main_comparison(data.paired)
+    written = draw_comparison(data, out, main)
+    for other in present:
+        if other != main:
+            written += draw_comparison(data, out / other, other)
     return written
