@@ -245,6 +245,46 @@ def test_scripted_tool_agent_carries_to_the_located_right_plate():
     assert any(abs(m[1] - LOCATED_5["plate_2"][1]) < 1e-6 for m in moves), moves
 
 
+def _drive_failing(mind, max_calls: int = 200) -> list[tuple[str, dict]]:
+    """Run a ToolMind against a robot that sees everything and never holds anything; the calls it makes."""
+    import json as _json
+
+    calls, result = [], None
+    for _ in range(max_calls):
+        name, args, _ = mind.step(result)
+        calls.append((name, args))
+        if name == "finish":
+            return calls
+        if name == "locate":
+            x, y, z = LOCATED_5.get(args["name"], (0.0, 0.0, 0.9))
+            result = _json.dumps({"result": {"found": True, "position": [x, y, z], "extent": [0.08, 0.08, 0.1],
+                                             "top_z": z + 0.05}})
+        elif name == "vla":
+            result = _json.dumps({"result": {"success": False, "stopped_reason": "policy_done", "steps": 50}})
+        else:
+            result = _json.dumps({"result": {"holding": False, "reached": True}})
+    raise AssertionError(f"no finish in {max_calls} calls")
+
+
+def test_scripted_tool_agent_is_as_persistent_as_the_code_cells():
+    """Same retries in both interfaces: the code agent's pick-and-place cell tries MAX_PICK_TRIES times and its
+    retry cell once more; a composite's cells do every sub-goal, then one round over the unfinished ones with one
+    VLA try each (RETRY_GOALS).  The tool agent does the same, one primitive per call."""
+    from agents.planners.scripted import CELL_RETRY, MAX_PICK_TRIES, MAX_VLA_TRIES, RETRY_GOALS, ToolMind
+
+    assert CELL_RETRY.count("pick_and_place(") == 1 and "vla_tries=1" in RETRY_GOALS
+    objects = "\nObjects in the scene: " + ", ".join(LIVING_ROOM_5)
+    single = _drive_failing(ToolMind("Task: put the red mug on the right plate" + objects, has_vla=False))
+    grasps = [a for n, a in single if n == "set_gripper" and a["action"] == "close"]
+    assert len(grasps) == MAX_PICK_TRIES + 1
+    composite = _drive_failing(ToolMind("Task: put the white mug on the left plate and put the yellow and white mug "
+                                        "on the right plate" + objects, has_vla=True))
+    vla = [a["instruction"] for n, a in composite if n == "vla"]
+    assert len(vla) == MAX_VLA_TRIES + 1 and len(set(vla)) == 1  # the first sub-goal, then its retry
+    grasps = [a for n, a in composite if n == "set_gripper" and a["action"] == "close"]
+    assert len(grasps) == 2 * MAX_PICK_TRIES
+
+
 def test_registry_covers_the_left_right_plate_tasks_by_start_positions():
     from agents.planners.scripted import plan_subgoals
     from robots.registry import _planner_agrees, all_tasks, start_positions

@@ -430,14 +430,18 @@ class ToolMind(_Mind):
             return
         if (yield from self._pick_place(plan)) is None:
             return
+        # Measure again and try once more, as the code agent's retry cell does (CELL_RETRY): both
+        # interfaces get the same persistence; what differs is what a retry costs.
+        if (yield from self._pick_place(plan, attempts=1)) is None:
+            return
         yield "finish", {"status": "stuck", "summary": "Placed the object but the task is not solved."}, ""
 
-    def _pick_place(self, plan: TaskPlan, verify: bool = False):
+    def _pick_place(self, plan: TaskPlan, verify: bool = False, attempts: int = MAX_PICK_TRIES):
         """Locate, grasp, carry, release; with `verify`, a fresh locate decides success (True/False).
 
         Returns None after it has finished the episode itself (nothing to see).
         """
-        for attempt in range(MAX_PICK_TRIES):
+        for attempt in range(attempts):
             positions, locs = {}, {}
             for name in dict.fromkeys(plan.candidates + plan.refs + plan.targets):
                 yield "locate", {"name": name}, f"Locate {name}."
@@ -475,16 +479,29 @@ class ToolMind(_Mind):
         return False
 
     def _composite(self):
-        """Sub-goals in order; give up at the first one that cannot be done."""
-        for goal in self.goals:
-            if not (yield from self._subgoal(goal)):
-                yield "finish", {"status": "stuck", "summary": f"Could not complete the sub-goal: {goal.clause}"}, ""
-                return
+        """Sub-goals in order, stopping at the first that fails; then one more round over the unfinished
+        ones with a single VLA try each, as the code agent's RETRY_GOALS cell does."""
+        done: set[int] = set()
+        failed = None
+        for vla_tries in (MAX_VLA_TRIES, 1):
+            failed = None
+            for k, goal in enumerate(self.goals):
+                if k in done:
+                    continue
+                if not (yield from self._subgoal(goal, vla_tries)):
+                    failed = goal
+                    break
+                done.add(k)
+            if failed is None or not failed.understood:
+                break  # the code cells stop too when a sub-goal has no strategy besides the VLA
+        if failed is not None:
+            yield "finish", {"status": "stuck", "summary": f"Could not complete the sub-goal: {failed.clause}"}, ""
+            return
         yield "finish", {"status": "stuck", "summary": "Every sub-goal looks done but the task is not solved."}, ""
 
-    def _subgoal(self, goal: SubGoal):
+    def _subgoal(self, goal: SubGoal, vla_tries: int = MAX_VLA_TRIES):
         if self.has_vla:
-            for _ in range(MAX_VLA_TRIES):
+            for _ in range(vla_tries):
                 yield "vla", {"instruction": goal.clause}, f"Ask the VLA policy: {goal.clause}."
                 r = self._json()
                 reason = str(r.get("stopped_reason", ""))
