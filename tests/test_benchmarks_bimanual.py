@@ -276,3 +276,30 @@ def test_vla_stand_in_fails_honestly_when_told_to(lift_backend):
     assert out.policy == "scripted-bimanual-vla-standin" and out.steps > 0
     assert out.success == backend.success()
     assert robot.vla("sing a song").stopped_reason.startswith("not understood")
+
+
+def test_scripted_tool_agent_makes_as_many_attempts_as_the_code_cells():
+    """The code cells try the two-arm procedure CODE_ATTEMPTS times (the driver cell's loop, then CELL_RETRY);
+    the tool agent, against a robot that never holds anything, makes the same number of attempts."""
+    import json as _json
+
+    from agents.planners.scripted_bimanual import (CELL_DRIVER, CELL_RETRY, CODE_ATTEMPTS, LIFT_OBJECTS,
+                                                   BimanualToolMind)
+
+    assert "range({driver_tries})" in CELL_DRIVER and CELL_RETRY.count("attempt()") == 1
+    mind = BimanualToolMind("Task: lift the pot with both arms\nObjects in the scene: " + ", ".join(LIFT_OBJECTS),
+                            has_vla=False)
+    result, located = None, []
+    for _ in range(300):
+        name, args, _ = mind.step(result)
+        if name == "finish":
+            break
+        if name == "locate":
+            located.append(args["name"])
+            y = -0.2 if args["name"].endswith("0") else 0.2
+            result = _json.dumps({"result": {"found": True, "position": [0.0, y, 0.85], "extent": [0.02, 0.1, 0.02],
+                                             "top_z": 0.86}})
+        else:
+            result = _json.dumps({"result": {"holding": False, "reached": True}})
+    assert name == "finish" and "three times" in args["summary"]
+    assert located.count("pot_handle0") == CODE_ATTEMPTS == 3

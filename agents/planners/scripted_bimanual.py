@@ -44,6 +44,10 @@ def skill_of(objects: list[str]) -> str | None:
     return None
 
 
+#: Attempts of the two-arm procedure the code cells make: the driver cell's loop, then CELL_RETRY.
+CODE_ATTEMPTS = 3
+
+
 class BimanualToolMind(ToolMind):
     """Tool calling on a two-arm robot: one primitive per call, reacting to each JSON result."""
 
@@ -59,14 +63,16 @@ class BimanualToolMind(ToolMind):
             yield "finish", {"status": "stuck", "summary": f"No two-arm strategy for: {self.instruction}"}, ""
             return
         layout = bs.layout_of(self.instruction)
-        for attempt in range(2):
+        # Three attempts, as the code cells make (two in the driver cell, one in CELL_RETRY): the same
+        # persistence in both interfaces; what differs is what an attempt costs.
+        for attempt in range(CODE_ATTEMPTS):
             done = yield from (self._lift(layout) if skill == "lift" else self._handover(layout))
             if done is None:
                 return
             # Not solved: let go with both hands, back off, and measure again.
             for arm in ("right", "left"):
                 yield "release", {"lift_m": 0.1, "arm": arm}, f"Open the {arm} gripper and back off before retrying."
-        yield "finish", {"status": "stuck", "summary": "Tried twice; the task is not solved."}, ""
+        yield "finish", {"status": "stuck", "summary": "Tried three times; the task is not solved."}, ""
 
     def _grasp(self, arm: str, xyz, yaw: float, what: str, open_first: bool = True):
         """Open, turn, come down from above, close; True when the fingers hold something."""
@@ -159,7 +165,7 @@ def attempt():
           "| left holding:", l.holding, "at", l.eef_pos)
     return ok
 
-for tries in range(2):
+for tries in range({driver_tries}):
     if attempt():
         break
     for arm in ("right", "left"):  # let go, back off, measure again
@@ -194,7 +200,7 @@ class BimanualCodeMind(_Mind):
             return
         layout = bs.layout_of(self.instruction)
         code = cell_library(skill) + CELL_DRIVER.format(
-            layout=layout, skill=skill, skill_fn="lift_pot" if skill == "lift" else "hand_over",
+            layout=layout, skill=skill, driver_tries=CODE_ATTEMPTS - 1, skill_fn="lift_pot" if skill == "lift" else "hand_over",
             layout_text="the arms face each other" if layout == "opposed" else "the arms stand side by side")
         yield "python", {"code": code}, "Define the two-arm planning helpers and run the task with checks and a retry."
         yield "python", {"code": CELL_RETRY}, "Not solved yet: let go, measure again and retry."
