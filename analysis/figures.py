@@ -183,6 +183,8 @@ def fig3_budget_cutoff(data: ReportData, measure: str = "input_tokens", comparis
             continue
         n = len(rows)
         lo, hi = values.min() / 2, values.max() * 2
+        if measure == "llm_calls":
+            lo = max(lo, 0.7)  # no budget of half a call on the axis
         needed = int(rows["tool_success"].astype(bool).sum())
         for agent in stats.AGENTS:
             x, y = _step_curve(at[agent], n, lo, hi)
