@@ -10,10 +10,12 @@ predicate, joined with '+' for a composite: `open`, `close`, `turn_on`,
 or in another object, or on a fixture's top), `place_inside` (a drawer, a
 shelf level, the microwave) and `place_beside` (a region of the table next to
 another object).  A task is `scripted` when the planner has a strategy for
-every goal predicate (only `pick_place`), including predicates the sentence
+every goal predicate (`pick_place` and `place_beside`), including predicates the sentence
 leaves unsaid (LIBERO-10's "put both moka pots on the stove" also wants the
 stove on), and its parse of the sentence names the goal's object and target (where a
-spatial word chooses among same-named ones, the choice made from their BDDL start positions).
+spatial word chooses among same-named ones, the choice made from their BDDL start positions);
+for `place_beside`, the reference object and the side the goal region is named after
+('kitchen_table_plate_right_region': right of the plate).
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ HAS_GUIDES = {"libero_pro": True, "bimanual": True, "kitchen_atomic": True, "kit
 #: BDDL goal predicate -> task family word (on/in are refined by their region, see goal_family).
 GOAL_FAMILIES = {"open": "open", "close": "close", "turnon": "turn_on", "turnoff": "turn_off"}
 #: Families the scripted planner has a strategy of its own for (the rest only through the VLA).
-SCRIPTED_FAMILIES = {"pick_place"}
+SCRIPTED_FAMILIES = {"pick_place", "place_beside"}
 #: robosuite two-arm env -> family word of the bimanual group.
 BIMANUAL_FAMILIES = {"TwoArmLift": "lift_together", "TwoArmHandover": "handover"}
 #: Fixtures the LIBERO backend leaves off the task card.
@@ -90,6 +92,23 @@ def goal_family(pred: list[str], names: list[str]) -> str:
     return "pick_place"
 
 
+#: Side words of the beside regions' names, as the planner's `TaskPlan.beside` says them.
+_REGION_SIDES = {"left": "left", "right": "right", "front": "front", "back": "back", "behind": "back"}
+
+
+def beside_goal(region: str, names: list[str]) -> tuple[list[str], str] | None:
+    """The reference objects and side a table region is named after, or None.
+
+    'kitchen_table_plate_right_region' -> (['plate_1'], 'right'): the objects whose kind ends the
+    part before the side word (all of them where several share it), 'behind' read as 'back'.
+    """
+    m = re.match(r"^(.+)_(left|right|front|back|behind)_region$", region)
+    if not m:
+        return None
+    refs = [n for n in names if m.group(1).endswith("_" + re.sub(r"_\d+$", "", n))]
+    return (refs, _REGION_SIDES[m.group(2)]) if refs else None
+
+
 def start_positions(problem: dict) -> dict[str, tuple[float, float]]:
     """Where each object starts: the centre (x, y) of its BDDL init region, in its table's frame.
 
@@ -106,7 +125,8 @@ def start_positions(problem: dict) -> dict[str, tuple[float, float]]:
 
 
 def _planner_agrees(pred: list[str], subgoals, names: list[str], start: dict | None = None) -> bool:
-    """Some understood sub-goal picks the goal's object and heads for the goal region's owner.
+    """Some understood sub-goal picks the goal's object and heads for the goal region's owner
+    (for a place_beside goal: sets it down beside the region's reference, on the region's side).
 
     Where the planner chooses among same-named objects by a spatial word ("the right plate", "the
     bowl at the front") it does so at run time from `locate`; here the objects' start positions
@@ -116,15 +136,17 @@ def _planner_agrees(pred: list[str], subgoals, names: list[str], start: dict | N
     from agents.planners.scripted import choose_candidate, choose_target
 
     owner = _owner(pred[2], names)
+    beside = beside_goal(pred[2], names) if goal_family(pred, names) == "place_beside" else None
     start = start or {}
     for g in subgoals:
-        if not g.understood or g.plan.relation == "to":
+        if not g.understood or g.plan.relation == "to" or (g.plan.relation == "beside") != (beside is not None):
             continue
         plan = g.plan
         by_place = len(plan.candidates) > 1 and (plan.side or plan.refs)
         obj_ok = choose_candidate(plan, start) == pred[1] if by_place else pred[1] in plan.candidates
         target = choose_target(plan, start) if plan.target_side else plan.target
-        if obj_ok and target == owner:
+        target_ok = (target in beside[0] and plan.beside == beside[1]) if beside else target == owner
+        if obj_ok and target_ok:
             return True
     return False
 

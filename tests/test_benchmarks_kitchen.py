@@ -123,7 +123,9 @@ def test_scripted_grounding_knows_what_the_mugs_look_like():
     assert ground("frying pan", ["chefmate_8_frypan_1", "flat_stove_1"]) == ["chefmate_8_frypan_1"]
     assert ground("plate", LIVING_ROOM_5) == ["plate_1", "plate_2"]  # a tie left to the spatial choice
     plan = parse_task("put the yellow and white mug to the front of the white mug", LIVING_ROOM_5)
-    assert not plan.understood  # place_beside ("to the front of"): no strategy, not covered
+    # place_beside ("to the front of"): the mug goes on the table in front of the white mug.
+    assert (plan.understood, plan.candidates, plan.relation, plan.beside, plan.target) == (
+        True, ["white_yellow_mug_1"], "beside", "front", "porcelain_mug_1")
 
 
 def test_scripted_spatial_target_is_chosen_from_located_positions():
@@ -245,10 +247,11 @@ def test_scripted_tool_agent_carries_to_the_located_right_plate():
     assert any(abs(m[1] - LOCATED_5["plate_2"][1]) < 1e-6 for m in moves), moves
 
 
-def _drive_failing(mind, max_calls: int = 200) -> list[tuple[str, dict]]:
+def _drive_failing(mind, max_calls: int = 200, at=None) -> list[tuple[str, dict]]:
     """Run a ToolMind against a robot that sees everything and never holds anything; the calls it makes."""
     import json as _json
 
+    at = at or LOCATED_5
     calls, result = [], None
     for _ in range(max_calls):
         name, args, _ = mind.step(result)
@@ -256,7 +259,7 @@ def _drive_failing(mind, max_calls: int = 200) -> list[tuple[str, dict]]:
         if name == "finish":
             return calls
         if name == "locate":
-            x, y, z = LOCATED_5.get(args["name"], (0.0, 0.0, 0.9))
+            x, y, z = at.get(args["name"], (0.0, 0.0, 0.9))
             result = _json.dumps({"result": {"found": True, "position": [x, y, z], "extent": [0.08, 0.08, 0.1],
                                              "top_z": z + 0.05}})
         elif name == "vla":
@@ -305,6 +308,243 @@ def test_registry_covers_the_left_right_plate_tasks_by_start_positions():
     # With the plates' places swapped, the run-time choice would take the other plate: not covered.
     swapped = dict(start, plate_1=start["plate_2"], plate_2=start["plate_1"])
     assert not _planner_agrees(pred, goals, names, swapped)
+
+
+#: libero_90/37, /34, /76, /69 seed 0: a real `locate` (position, extent, top_z) of the object and the reference,
+#: and the world position of the BDDL goal region's site (ranges half-width 0.05: the check's square).
+BESIDE_SCENES = {
+    "libero_90/37": ("put the white bowl to the right of the plate", "white_bowl_1", "plate_1",
+                     ((-0.004, -0.273, 1.128), (0.079, 0.075, 0.029), 1.142),
+                     ((-0.020, -0.019, 0.913), (0.111, 0.118, 0.010), 0.918), (0.0, 0.10)),
+    "libero_90/34": ("put the yellow and white mug to the front of the white mug", "white_yellow_mug_1", "porcelain_mug_1",
+                     ((0.000, -0.003, 0.964), (0.093, 0.109, 0.083), 1.005),
+                     ((-0.084, -0.242, 0.965), (0.090, 0.105, 0.095), 1.012), (0.0, -0.25)),
+    "libero_90/76": ("pick up the yellow and white mug and place it to the right of the caddy", "white_yellow_mug_1",
+                     "desk_caddy_1", ((-0.113, -0.001, 0.948), (0.093, 0.113, 0.085), 0.990),
+                     ((-0.387, -0.145, 0.977), (0.136, 0.408, 0.157), 1.055), (-0.40, 0.15)),
+    "libero_90/69": ("put the chocolate pudding to the left of the plate", "chocolate_pudding_1", "plate_1",
+                     ((-0.060, 0.110, 0.456), (0.076, 0.043, 0.022), 0.467),
+                     ((0.169, 0.011, 0.450), (0.118, 0.119, 0.011), 0.455), (0.15, -0.10)),
+}
+
+
+def test_scripted_parses_place_beside_instructions():
+    from agents.planners.scripted import parse_task
+
+    objs = ["white_bowl_1", "plate_1", "desk_caddy_1", "white_yellow_mug_1", "red_coffee_mug_1", "microwave_1"]
+    for text, obj, side, ref in (
+            ("put the white bowl to the right of the plate", "white_bowl_1", "right", "plate_1"),
+            ("put the white bowl to the left of the plate.", "white_bowl_1", "left", "plate_1"),
+            ("pick up the yellow and white mug and place it to the right of the caddy", "white_yellow_mug_1", "right", "desk_caddy_1"),
+            ("put the red mug to the back of the plate", "red_coffee_mug_1", "back", "plate_1"),
+            ("put the red mug behind the plate", "red_coffee_mug_1", "back", "plate_1"),
+            ("put the red mug in front of the plate", "red_coffee_mug_1", "front", "plate_1"),
+            ("place the red mug on the left side of the caddy", "red_coffee_mug_1", "left", "desk_caddy_1"),
+            ("put the white bowl next to the plate", "white_bowl_1", "next", "plate_1")):
+        plan = parse_task(text, objs)
+        assert (plan.understood, plan.candidates, plan.relation, plan.beside, plan.target) == (True, [obj], "beside", side, ref), text
+    # "next to" that says which object (LIBERO-Spatial), not where to: pick-and-place as before.
+    spatial = parse_task("pick up the black bowl next to the plate and place it on the red mug", objs + ["black_bowl_1"])
+    assert (spatial.relation, spatial.qualifier, spatial.target) == ("on", "next to", "red_coffee_mug_1")
+    assert parse_task("pick up the white bowl next to the plate", objs).relation != "beside"
+    # A part of the caddy, not the table beside it: not a beside goal (and the registry leaves it uncovered).
+    assert parse_task("pick up the red mug and place it to the right compartment of the caddy", objs).relation == "to"
+    # Pick-and-place parses as before.
+    on = parse_task("put the white bowl on the plate", objs)
+    assert (on.relation, on.beside, on.target) == ("on", None, "plate_1")
+
+
+def test_beside_spot_lands_in_the_bddl_goal_regions():
+    from agents.planners.scripted import beside_placed, beside_spot
+
+    for task, (_, _, _, (opos, oext, otop), (rpos, rext, rtop), region) in BESIDE_SCENES.items():
+        side = {"37": "right", "34": "front", "76": "right", "69": "left"}[task.split("/")[1]]
+        x, y, bottom = beside_spot(rpos, rext, rtop, opos, oext, otop, side)
+        # Well inside the check's 5 cm: the object's centre is where it is set down, give or take.
+        assert abs(x - region[0]) < 0.035 and abs(y - region[1]) < 0.035, (task, x, y)
+        assert abs(bottom - (rtop - rext[2]) - 0.03) < 1e-9  # 3 cm above the reference's bottom (the table)
+        at_spot = (x, y, opos[2])
+        assert beside_placed(at_spot, oext, bottom - 0.03 + oext[2], rpos, rext, rtop, side)
+        assert not beside_placed((x, y + 0.06, opos[2]), oext, bottom - 0.03 + oext[2], rpos, rext, rtop, side)
+        assert not beside_placed(at_spot, oext, rtop + 0.1 + oext[2], rpos, rext, rtop, side)  # stacked on something
+    # The sides: right +y, left -y, front +x, back -x; 'next' keeps the side the object is on.
+    ref, ext = (0.0, 0.0, 0.9), (0.1, 0.1, 0.02)
+    spots = {s: beside_spot(ref, ext, 0.92, (0.3, 0.1, 0.9), ext, 0.95, s)[:2] for s in ("right", "left", "front", "back", "next")}
+    assert spots["right"][1] > 0 > spots["left"][1] and spots["front"][0] > 0 > spots["back"][0]
+    assert spots["next"] == spots["front"]  # the object is further off in +x than in y
+    assert all(abs(abs(v) - 0.12) < 1e-9 for s, xy in spots.items() for v in xy if v)
+
+
+def test_bddl_beside_regions_follow_the_side_convention():
+    """Every place_beside goal region lies on its named side of where its reference starts (right +y, left -y,
+    front +x, back -x): the convention choose_by_side documents and beside_spot uses."""
+    from robots.libero_pro import parsed_problem
+    from robots.registry import all_tasks, beside_goal, start_positions
+
+    tasks = [t for g in ("kitchen_atomic", "kitchen_composite") for t in all_tasks(g) if "place_beside" in t.family]
+    assert len(tasks) == 8
+    for t in tasks:
+        suite, index = t.task.split("/")
+        problem = parsed_problem(suite, int(index))
+        names = [n for g in (*problem["objects"].values(), *problem["fixtures"].values()) for n in g]
+        start = start_positions(problem)
+        for pred in problem["goal_state"]:
+            goal = beside_goal(pred[2], names)
+            if goal is None:
+                continue
+            (ref,), side = goal
+            x0, y0, x1, y1 = problem["regions"][pred[2]]["ranges"][0]
+            dx, dy = (x0 + x1) / 2 - start[ref][0], (y0 + y1) / 2 - start[ref][1]
+            along, across = (dy, dx) if side in ("left", "right") else (dx, dy)
+            assert along * (1 if side in ("right", "front") else -1) > 0.08 and abs(across) < 0.03, (t.task, dx, dy)
+
+
+def test_registry_covers_the_place_beside_tasks_the_planner_can_do():
+    from robots.registry import all_tasks, beside_goal
+
+    atomic = {t.task: t for t in all_tasks("kitchen_atomic")}
+    composite = {t.task: t for t in all_tasks("kitchen_composite")}
+    for task in ("libero_90/34", "libero_90/37", "libero_90/69", "libero_90/70", "libero_90/76"):
+        assert atomic[task].family == "place_beside" and atomic[task].scripted, task
+    assert composite["libero_10/6"].family == "pick_place+place_beside" and composite["libero_10/6"].scripted
+    # "to the right compartment of the caddy", checked as the table right of the caddy: the sentence and the
+    # goal disagree, and the planner follows the sentence.
+    assert not atomic["libero_90/84"].scripted and not atomic["libero_90/85"].scripted
+    assert beside_goal("kitchen_table_porcelain_mug_front_region", ["porcelain_mug_1", "white_yellow_mug_1"]) == (
+        ["porcelain_mug_1"], "front")
+    assert beside_goal("study_table_red_coffee_mug_behind_region", ["red_coffee_mug_1"]) == (["red_coffee_mug_1"], "back")
+    assert beside_goal("wooden_cabinet_1_top_region", ["wooden_cabinet_1"]) is None
+
+
+def _beside_card(task: str) -> tuple[str, dict]:
+    text, obj, ref, o, r, _ = BESIDE_SCENES[task]
+    return f"Task: {text}\nObjects in the scene: {obj}, {ref}, microwave_1", {obj: o, ref: r}
+
+
+def _drive_holding(mind, scene) -> list[list[float]]:
+    """Drive a ToolMind against fixed boxes (position, extent, top_z) and a grasp that holds; its moves up to
+    the first release."""
+    import json as _json
+
+    result, moves = None, []
+    for _ in range(40):
+        name, args, _ = mind.step(result)
+        if name == "locate":
+            p, ext, top = scene[args["name"]]
+            result = _json.dumps({"result": {"found": True, "position": list(p), "extent": list(ext), "top_z": top}})
+        elif name == "release":
+            return moves
+        else:
+            moves += [args["xyz"]] if name == "move_to" else []
+            result = _json.dumps({"result": {"holding": True, "reached": True}})
+    raise AssertionError("no release")
+
+
+def test_scripted_tool_agent_sets_the_object_down_beside_the_reference():
+    from agents.planners.scripted import ToolMind, beside_spot
+
+    card, scene = _beside_card("libero_90/37")
+    moves = _drive_holding(ToolMind(card, has_vla=False), scene)
+    (opos, oext, otop), (rpos, rext, rtop) = scene["white_bowl_1"], scene["plate_1"]
+    x, y, bottom = beside_spot(rpos, rext, rtop, opos, oext, otop, "right")
+    dy = oext[1] / 2 - 0.012  # the bowl is pinched by its rim wall, off its centre
+    grasp_z = otop - 0.02
+    assert moves[-1] == pytest.approx([x, y + dy, bottom + grasp_z - (otop - oext[2])])
+    assert moves[-2][:2] == pytest.approx([x, y + dy]) and moves[-2][2] > otop  # carried high, then lowered
+    assert 0.05 < y < 0.15  # right of the plate (+y), inside the BDDL region's y range
+
+
+def _exec_cells(mind, robo, max_cells: int = 10) -> list[str]:
+    """Run a CodeMind's cells against a fake robot; the cells' output, until it finishes."""
+    import contextlib
+    import io
+
+    env, result, outs = {"robo": robo}, None, []
+    for _ in range(max_cells):
+        name, args, _ = mind.step(result)
+        if name != "python":
+            return outs
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            exec(args["code"], env)
+        result = buf.getvalue()
+        outs.append(result)
+    raise AssertionError("no finish")
+
+
+class _FakeArm(_FakeRobo):
+    """A fake robot for the cells: locate() from fixed boxes; records moves; holds when `holds`."""
+
+    def __init__(self, boxes, holds=True):
+        super().__init__({})
+        self.boxes, self.holds, self.moves, self.closes = boxes, holds, [], 0
+
+    def locate(self, name):
+        (x, y, z), ext, top = self.boxes[name]
+        loc = _Located(name, (x, y, z))
+        loc.extent, loc.top_z = ext, top
+        return loc
+
+    def set_gripper(self, action):
+        self.closes += action == "close"
+        return type("G", (), {"holding": action == "close" and self.holds})()
+
+    def move_to(self, xyz):
+        self.moves.append(list(xyz))
+        return type("M", (), {"reached": True})()
+
+    def state(self):
+        return type("S", (), {"holding": self.holds})()
+
+    def release(self, lift_m):
+        self.moves.append("release")
+
+    def show(self, camera):
+        pass
+
+    def vla(self, instruction):
+        return type("V", (), {"success": False, "steps": 50, "stopped_reason": "policy_done"})()
+
+
+def test_scripted_code_cells_set_the_object_down_where_the_tool_agent_does():
+    from agents.planners.scripted import CodeMind, ToolMind
+
+    for task in BESIDE_SCENES:
+        card, scene = _beside_card(task)
+        arm = _FakeArm(scene)
+        outs = _exec_cells(CodeMind(card, has_vla=False), arm)
+        assert "attempt 1 : placed" in outs[1], outs
+        release = arm.moves[arm.moves.index("release") - 1]
+        assert release == pytest.approx(_drive_holding(ToolMind(card, has_vla=False), scene)[-1]), task
+
+
+def test_scripted_place_beside_is_as_persistent_in_both_interfaces():
+    """The same attempts: MAX_PICK_TRIES in the first cell and one in the retry cell (CELL_RETRY), or as many
+    grasps one primitive per call; a composite's beside sub-goal is retried as RETRY_GOALS does, in both."""
+    from agents.planners.scripted import MAX_PICK_TRIES, MAX_VLA_TRIES, CodeMind, ToolMind
+
+    card, scene = _beside_card("libero_90/34")
+    arm = _FakeArm(scene, holds=False)
+    _exec_cells(CodeMind(card, has_vla=False), arm)
+    tool = _drive_failing(ToolMind(card, has_vla=False), at={n: p for n, (p, _, _) in scene.items()})
+    assert arm.closes == len([a for n, a in tool if n == "set_gripper" and a["action"] == "close"]) == MAX_PICK_TRIES + 1
+
+    # libero_10/6: the VLA puts the mug on the plate (a fresh look says so); the pudding is never grasped.
+    living = {"porcelain_mug_1": ((0.15, 0.0, 0.50), (0.09, 0.10, 0.09), 0.55),
+              "plate_1": ((0.15, 0.0, 0.45), (0.118, 0.119, 0.011), 0.455),
+              "chocolate_pudding_1": ((-0.05, 0.1, 0.455), (0.076, 0.043, 0.022), 0.467),
+              "red_coffee_mug_1": ((-0.2, 0.0, 0.46), (0.09, 0.10, 0.09), 0.5)}
+    card = ("Task: put the white mug on the plate and put the chocolate pudding to the right of the plate\n"
+            "Objects in the scene: " + ", ".join(living))
+    arm = _FakeArm(living, holds=False)
+    outs = _exec_cells(CodeMind(card, has_vla=True), arm)
+    assert "white mug on the plate -> done by the vla" in outs[1], outs
+    assert "retry: put the chocolate pudding to the right of the plate -> failed" in outs[2], outs
+    tool = _drive_failing(ToolMind(card, has_vla=True), at={n: p for n, (p, _, _) in living.items()})
+    vla = [a["instruction"] for n, a in tool if n == "vla"]
+    assert vla == ["put the white mug on the plate"] + ["put the chocolate pudding to the right of the plate"] * (MAX_VLA_TRIES + 1)
+    grasps = [a for n, a in tool if n == "set_gripper" and a["action"] == "close"]
+    assert arm.closes == len(grasps) == 2 * MAX_PICK_TRIES
 
 
 # --------------------------------------------------------------- real episodes
