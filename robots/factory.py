@@ -55,7 +55,10 @@ def make_vla(spec: dict[str, Any]):
     if name == "openpi":
         from robots.vla.openpi_policy import OpenPiPolicy
 
-        return OpenPiPolicy(host=spec.get("openpi_host", "127.0.0.1"), port=int(spec.get("openpi_port", 8000)))
+        # Two-arm groups speak openpi's two-arm (ALOHA-style, 14-D) convention; see robots/vla/io.py.
+        convention = "aloha" if spec.get("benchmark") in TWO_ARM_BENCHMARKS else "libero"
+        return OpenPiPolicy(host=spec.get("openpi_host", "127.0.0.1"), port=int(spec.get("openpi_port", 8000)),
+                            convention=convention)
     raise CellbenchError(f"unknown VLA backend {name!r}; known: scripted, openpi")
 
 

@@ -3,7 +3,9 @@
 The server (tests/policy_server.py) is the wire-level stand-in for openpi's
 `serve_policy.py`; the robot is a point mass whose position integrates the
 actions. Only the client seam is under test here — observation packing,
-chunk execution, stop conditions, errors — not any simulator.
+chunk execution, stop conditions, errors — not any simulator; except at the
+end, where the two-arm (ALOHA-style) convention drives a real two-arm robosuite
+scene, to show that a 14-D action moves both arms as commanded.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import numpy as np
 import pytest
 
 from policy_server import STEP_SCALE, PointMassPolicy, PolicyServer
+from robots.motion import axis_angle
 from robots.vla.base import VLAPolicy
 from robots.vla.openpi_policy import OpenPiPolicy, PolicyServerUnavailable
 
@@ -197,3 +200,110 @@ def test_something_else_on_the_port_gives_a_clear_error():
         threading.Thread(target=answer_404, daemon=True).start()
         with pytest.raises(PolicyServerUnavailable, match=rf"127\.0\.0\.1:{port}.*HTTP 404"):
             OpenPiPolicy(port=port).run(PointMassIO(), "reach", max_steps=10)
+
+
+# ------------------------------------------------------------------ two arms (ALOHA-style convention)
+class ChunkPolicy:
+    """Answers every observation with the same (chunk, 14) action array; records what it saw."""
+
+    def __init__(self, actions: np.ndarray) -> None:
+        self.actions = np.asarray(actions, dtype=np.float64)
+        self.observations: list[dict] = []
+
+    def infer(self, obs: dict) -> dict:
+        self.observations.append(obs)
+        return {"actions": self.actions}
+
+
+#: Left arm up (+z), right arm forward (+x), both grippers as given; 0.5 = 2.5 cm per step.
+LEFT_UP = np.array([0.0, 0.0, 0.5, 0.0, 0.0, 0.0, -1.0])
+RIGHT_FORWARD = np.array([0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+
+
+@pytest.fixture(scope="module")
+def bimanual_robot():
+    """A Robot on a real two-arm robosuite scene (TwoArmLift/0: two Pandas side by side)."""
+    from robots.bimanual import BimanualBackend
+    from robots.robot import Robot
+
+    backend = BimanualBackend(image_size=128)
+    backend.reset("TwoArmLift/0", 0)
+    yield lambda policy: Robot(backend, capabilities=("vla",), vla_policy=policy)
+    backend.close()
+
+
+def test_two_arm_observation_has_aloha_keys_shapes_dtypes(bimanual_robot):
+    from openpi_client import image_tools
+
+    from robots.vla.io import BackendIO
+
+    policy = ChunkPolicy(np.zeros((4, 14)))
+    with PolicyServer(policy) as server, _client(server, convention="aloha") as client:
+        robot = bimanual_robot(client)
+        io = BackendIO(robot)
+        assert (io.arms, io.action_dim) == (("left", "right"), 14)
+        backend = robot.backend
+        poses = {arm: backend.eef_pose(arm) for arm in ("left", "right")}
+        widths = {arm: backend.gripper_width(arm) for arm in ("left", "right")}
+        left_wrist = backend.render("robot1_eye_in_hand", "rgb", 224)
+        out = client.run(io, "lift the pot", max_steps=1)
+
+    assert out.steps == 1 and len(policy.observations) == 1
+    obs = policy.observations[0]
+    assert set(obs) == {"state", "images", "prompt"}
+    assert obs["prompt"] == "lift the pot"
+    state = obs["state"]
+    assert state.shape == (14,) and np.issubdtype(state.dtype, np.floating)
+    # Left arm first: eef position, axis-angle, gripper opening width; then the right arm.
+    for i, arm in enumerate(("left", "right")):
+        pos, R = poses[arm]
+        np.testing.assert_allclose(state[7 * i: 7 * i + 3], pos, atol=1e-5)
+        np.testing.assert_allclose(state[7 * i + 3: 7 * i + 6], axis_angle(R), atol=1e-5)
+        assert state[7 * i + 6] == pytest.approx(widths[arm], abs=1e-5) and widths[arm] > 0.03  # open
+    assert set(obs["images"]) == {"cam_high", "cam_left_wrist", "cam_right_wrist"}
+    for img in obs["images"].values():
+        assert img.shape == (3, 224, 224) and img.dtype == np.uint8  # CHW, as openpi's ALOHA clients send
+    # cam_left_wrist is robot1's (the left arm's) wrist camera, not robot0's.
+    expected = np.transpose(image_tools.resize_with_pad(left_wrist, 224, 224), (2, 0, 1))
+    np.testing.assert_array_equal(obs["images"]["cam_left_wrist"], expected)
+    assert not np.array_equal(obs["images"]["cam_left_wrist"], obs["images"]["cam_right_wrist"])
+
+
+def test_a_14_dim_chunk_moves_both_arms_in_the_same_env_steps(bimanual_robot):
+    chunk = np.tile(np.concatenate([LEFT_UP, RIGHT_FORWARD]), (10, 1))
+    policy = ChunkPolicy(chunk)
+    with PolicyServer(policy) as server, _client(server, convention="aloha", replan_steps=5) as client:
+        robot = bimanual_robot(client)
+        backend = robot.backend
+        before = {arm: backend.eef_pose(arm)[0] for arm in ("left", "right")}
+        sim0 = backend.counter.sim_steps
+        result = robot.vla("lift the pot", max_steps=10)
+
+    assert (result.steps, result.stopped_reason) == (10, "max_steps")
+    assert len(policy.observations) == 2  # one query per replan_steps
+    # Each 14-D action is one env step for both arms (step_arms), not one step per arm.
+    assert backend.counter.sim_steps - sim0 == 10
+    moved = {arm: backend.eef_pose(arm)[0] - before[arm] for arm in ("left", "right")}
+    assert moved["left"][2] > 0.03, moved  # up (about 5.5 cm: the controller lags the 2.5 cm/step command)
+    assert abs(moved["left"][0]) < 0.02 and abs(moved["left"][1]) < 0.02, moved
+    assert moved["right"][0] > 0.03, moved  # forward
+    assert abs(moved["right"][1]) < 0.02 and abs(moved["right"][2]) < 0.02, moved
+    # The motion controllers' gripper commands follow the policy's: right closed, left open.
+    assert robot.motions["right"].gripper_cmd == 1.0 and robot.motions["left"].gripper_cmd == -1.0
+
+
+def test_convention_must_match_the_robots_arms():
+    # An aloha-convention client on a one-arm robot stops before talking to any server.
+    out = OpenPiPolicy(port=1, convention="aloha").run(PointMassIO(), "reach", max_steps=5)
+    assert (out.steps, out.success) == (0, False)
+    assert out.stopped_reason.startswith("error: ") and "14-D" in out.stopped_reason and "7-D" in out.stopped_reason
+    with pytest.raises(ValueError, match="convention"):
+        OpenPiPolicy(convention="droid")
+
+
+def test_make_vla_gives_two_arm_groups_the_aloha_convention():
+    from robots.factory import make_vla
+
+    assert make_vla({"vla": "openpi", "benchmark": "bimanual"}).convention == "aloha"
+    one = make_vla({"vla": "openpi", "benchmark": "libero_pro", "openpi_port": 8123})
+    assert (one.convention, one.action_dim, one.port) == ("libero", 7, 8123)

@@ -17,11 +17,13 @@ class RobotIO(Protocol):
     def observe(self) -> dict[str, np.ndarray]:
         """Keys: 'agentview_rgb' (H,W,3 uint8, upright), 'wrist_rgb' (H,W,3 uint8),
         'eef_pos' (3,), 'eef_quat' (4, xyzw), 'gripper_qpos' (2,), 'state' (8,) =
-        eef_pos + axis-angle(3) + gripper_qpos(2), as LIBERO policies expect."""
+        eef_pos + axis-angle(3) + gripper_qpos(2), as LIBERO policies expect.
+        A two-arm IO (`arms == ('left', 'right')`) returns per-arm keys and a
+        14-D 'state' instead; see `robots/vla/io.py`."""
         ...
 
     def step(self, action: np.ndarray) -> None:
-        """Apply one 7-D action for one env step."""
+        """Apply one 7-D action (14-D, left arm first, on a two-arm IO) for one env step."""
         ...
 
     def success(self) -> bool:

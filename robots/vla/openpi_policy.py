@@ -18,6 +18,31 @@ checkpoint fine-tuned on LIBERO sees exactly what it saw in evaluation:
 * the client executes the first `replan_steps` actions of the chunk open-loop,
   checking the benchmark's success after every step, then re-queries.
 
+Two arms (the bimanual group, ``convention="aloha"``): the client speaks the
+convention of openpi's two-arm ALOHA example client (`examples/aloha_sim`:
+CHW images under "images") and of its `AlohaInputs` / `AlohaOutputs`
+transforms (`src/openpi/policies/aloha_policy.py`: "state" 14, left arm first;
+cameras "cam_high", "cam_left_wrist", "cam_right_wrist"; cam_low is optional):
+
+* ``{"state": (14,) float,                                # left arm 7, then right arm 7
+     "images": {"cam_high": (3, 224, 224) uint8,          # agent view, CHW
+                "cam_left_wrist": (3, 224, 224) uint8,    # robot1 (left) wrist camera
+                "cam_right_wrist": (3, 224, 224) uint8},  # robot0 (right) wrist camera
+     "prompt": str}``, images resized with `resize_with_pad` as above;
+* the server answers ``{"actions": (chunk, 14)}``; each row steps both arms in
+  one env step, left arm's 7 numbers first.
+
+Only the layout is ALOHA's. ALOHA's 7 numbers per arm are 6 joint positions
+and a gripper position; these Pandas run robosuite's end-effector controller,
+so here each arm's 7 are the one-arm path's end-effector quantities (see
+`robots/vla/io.py`): state = eef position 3 + axis-angle 3 + gripper opening
+width 1, action = delta OSC_POSE 6 + gripper (-1 open, +1 close). A released
+ALOHA checkpoint (``pi0_aloha_sim``, ``pi0_aloha_towel`` ...) therefore does not
+transfer: the server must run a checkpoint fine-tuned on data in this
+convention, e.g. an openpi `LeRobotAlohaDataConfig` with ``adapt_to_pi=False``
+(no ALOHA joint/gripper remapping) and ``use_delta_joint_actions=False`` (the
+actions are already deltas).
+
 openpi's example flips the raw LIBERO renders by 180°; `RobotIO.observe()`
 already returns upright images (see `robots/vla/base.py`), which is what that
 flip produces, so no flip happens here. The example's ten "let objects settle"
@@ -36,6 +61,9 @@ Pointing cellbench at it (config.yaml)::
       vla: openpi             # instead of the embedded scripted controller
       openpi_host: 127.0.0.1  # the machine running serve_policy.py
       openpi_port: 8000
+
+On the bimanual benchmark `make_vla` builds the client with
+``convention="aloha"``; on the others with ``"libero"``.
 
 A remote server is reached best through an SSH tunnel
 (``ssh -L 8000:localhost:8000 gpu-host``). The websocket client honours
@@ -64,6 +92,10 @@ from openpi_client import websocket_client_policy as _wcp
 from robots.vla.base import RobotIO, VLAOutcome
 
 ACTION_DIM = 7
+#: Observation/action conventions of openpi's example clients -> the action width each expects.
+CONVENTIONS = {"libero": 7, "aloha": 14}
+#: openpi's two-arm camera names -> the RobotIO observation key of each image.
+ALOHA_CAMERAS = {"cam_high": "agentview_rgb", "cam_left_wrist": "left_wrist_rgb", "cam_right_wrist": "right_wrist_rgb"}
 
 SERVE_HINT = (
     "start one with openpi's `uv run scripts/serve_policy.py --env LIBERO` "
@@ -81,7 +113,9 @@ class OpenPiPolicy:
 
     `host` may also be a full ``ws://`` / ``wss://`` URI (then `port` may be None),
     as `WebsocketClientPolicy` allows. The connection opens on the first `run`
-    and is reused by later ones; `close()` drops it.
+    and is reused by later ones; `close()` drops it. `convention` is "libero"
+    (one arm, 7-D actions) or "aloha" (two arms, 14-D actions); the RobotIO's
+    `action_dim` (7 when it has none) must match it.
     """
 
     name = "openpi"
@@ -93,14 +127,19 @@ class OpenPiPolicy:
         image_size: int = 224,
         replan_steps: int = 5,
         api_key: str | None = None,
+        convention: str = "libero",
     ) -> None:
         if replan_steps < 1:
             raise ValueError(f"replan_steps must be >= 1, got {replan_steps}")
+        if convention not in CONVENTIONS:
+            raise ValueError(f"convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
         self.host = host
         self.port = port
         self.image_size = image_size
         self.replan_steps = replan_steps
         self.api_key = api_key
+        self.convention = convention
+        self.action_dim = CONVENTIONS[convention]
         self._client: _wcp.WebsocketClientPolicy | None = None
 
     @property
@@ -113,6 +152,13 @@ class OpenPiPolicy:
         return self._connect().get_server_metadata()
 
     def run(self, io: RobotIO, instruction: str, max_steps: int) -> VLAOutcome:
+        io_dim = int(getattr(io, "action_dim", ACTION_DIM))
+        if io_dim != self.action_dim:
+            return VLAOutcome(
+                steps=0, success=io.success(),
+                stopped_reason=f"error: the openpi client speaks the {self.convention!r} convention "
+                f"({self.action_dim}-D actions) but this robot takes {io_dim}-D actions",
+            )
         client = self._connect()
         steps = 0
         if io.success():
@@ -149,6 +195,13 @@ class OpenPiPolicy:
         self.close()
 
     def _observation(self, obs: dict[str, np.ndarray], instruction: str) -> dict[str, Any]:
+        if self.convention == "aloha":
+            return {
+                "state": np.asarray(obs["state"], dtype=np.float64).reshape(self.action_dim),
+                # openpi's ALOHA clients send CHW images.
+                "images": {cam: np.transpose(self._image(obs[key]), (2, 0, 1)) for cam, key in ALOHA_CAMERAS.items()},
+                "prompt": str(instruction),
+            }
         return {
             "observation/image": self._image(obs["agentview_rgb"]),
             "observation/wrist_image": self._image(obs["wrist_rgb"]),
@@ -170,11 +223,12 @@ class OpenPiPolicy:
             raise _ServerFault(f"openpi server at {self.address}: {e}") from e
         actions = response.get("actions") if isinstance(response, dict) else None
         actions = None if actions is None else np.asarray(actions, dtype=np.float64)
-        if actions is None or actions.ndim != 2 or actions.shape[0] == 0 or actions.shape[1] != ACTION_DIM:
+        if actions is None or actions.ndim != 2 or actions.shape[0] == 0 or actions.shape[1] != self.action_dim:
             got = None if actions is None else actions.shape
+            kind = "a LIBERO" if self.convention == "libero" else "a two-arm (ALOHA-style, 14-D)"
             raise _ServerFault(
-                f"openpi server at {self.address} answered without a (chunk, {ACTION_DIM}) "
-                f"'actions' array (got {got}); is it serving a LIBERO policy config?"
+                f"openpi server at {self.address} answered without a (chunk, {self.action_dim}) "
+                f"'actions' array (got {got}); is it serving {kind} policy config?"
             )
         return actions
 
