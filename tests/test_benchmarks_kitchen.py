@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from agents.config import load_config
@@ -494,7 +495,8 @@ class _FakeArm(_FakeRobo):
         return type("M", (), {"reached": True})()
 
     def state(self):
-        return type("S", (), {"holding": self.holds})()
+        at = next((m for m in reversed(self.moves) if m != "release"), [0.0, 0.0, 1.0])
+        return type("S", (), {"holding": self.holds, "eef_pos": tuple(at)})()
 
     def release(self, lift_m):
         self.moves.append("release")
@@ -545,6 +547,90 @@ def test_scripted_place_beside_is_as_persistent_in_both_interfaces():
     assert vla == ["put the white mug on the plate"] + ["put the chocolate pudding to the right of the plate"] * (MAX_VLA_TRIES + 1)
     grasps = [a for n, a in tool if n == "set_gripper" and a["action"] == "close"]
     assert arm.closes == len(grasps) == 2 * MAX_PICK_TRIES
+
+
+def _mug_points(centre, radius=0.04, height=0.09, handle=0.025, n=4000, seed=0):
+    """A synthetic mug's surface points: an open cylinder (wall and rim) plus a handle loop on its +y side."""
+    rng = np.random.default_rng(seed)
+    a, z = rng.uniform(0, 2 * np.pi, n), rng.uniform(0, height, n)
+    body = np.stack([radius * np.cos(a), radius * np.sin(a), z], axis=1)
+    b = rng.uniform(-np.pi / 2, np.pi / 2, n // 4)
+    loop = np.stack([np.zeros_like(b), radius + handle * np.cos(b), height / 2 + 0.03 * np.sin(b)], axis=1)
+    return np.concatenate([body, loop]) + np.asarray(centre)
+
+
+def test_aim_held_carries_the_object_not_the_gripper_over_the_target():
+    """A mug pinched by one wall hangs off the gripper; aim_held, given its located box centre (as `locate`
+    measures it) and the gripper's position, puts that centre over the target; an object held as grasped, or
+    a bowl pinched by its rim as planned, keeps the plain spot."""
+    from agents.planners.scripted import AIM_FN, CELL_PICK_PLACE_FN, aim_held
+    from robots.perception import summarize_points
+
+    target = (0.0, 0.30)
+    for hang in ((0.0, -0.045), (-0.013, -0.050), (0.04, 0.0), (0.02, 0.03)):  # pinched wall -> body offset
+        eef = np.array([0.1, -0.1, 0.70])
+        pts = _mug_points(eef + np.array([hang[0], hang[1], -0.10]))
+        centre, _, _ = summarize_points(pts)
+        px, py = aim_held(target[0], target[1], 0.0, centre, eef)
+        # Lowered straight down from (px, py), the mug's box centre ends over the target.
+        landed = (px + centre[0] - eef[0], py + centre[1] - eef[1])
+        assert landed == pytest.approx(target, abs=0.005), hang
+        assert (px, py) != pytest.approx(target, abs=0.01)
+    # Held at the grasp (a can, a box): the spot is kept, within the locate's ~1 cm noise too.
+    assert aim_held(0.0, 0.30, 0.0, (0.108, -0.095, 0.6), (0.1, -0.1, 0.7)) == (0.0, 0.30)
+    # A bowl pinched by its rim as planned (centre dy behind the gripper in y): the planned spot is kept.
+    assert aim_held(0.0, 0.35, 0.05, (0.1, -0.15, 0.6), (0.1, -0.1, 0.7)) == (0.0, 0.35)
+    # A bowl that slipped 3 cm along its rim: corrected from the plain target (0, 0.30).
+    px, py = aim_held(0.0, 0.35, 0.05, (0.13, -0.15, 0.6), (0.1, -0.1, 0.7))
+    assert (px + 0.03, py - 0.05) == pytest.approx((0.0, 0.30))
+    # A look far off the gripper (another object, a bad mask) is not trusted.
+    assert aim_held(0.0, 0.30, 0.0, (0.3, -0.1, 0.6), (0.1, -0.1, 0.7)) == (0.0, 0.30)
+    # The cells carry the same source.
+    assert AIM_FN.replace("{", "{{").replace("}", "}}") in CELL_PICK_PLACE_FN
+
+
+def test_scripted_minds_both_look_at_the_held_object_before_carrying():
+    """The tool agent and the code cells aim the same way: a mug hanging 5 cm off the gripper is carried
+    5 cm the other way, in both."""
+    import json as _json
+
+    from agents.planners.scripted import CodeMind, ToolMind
+
+    scene = {"porcelain_mug_1": ((-0.09, -0.16, 0.50), (0.09, 0.105, 0.0975), 0.549),
+             "plate_1": ((-0.01, 0.30, 0.45), (0.108, 0.106, 0.011), 0.456)}
+    card = "Task: put the white mug on the plate\nObjects in the scene: " + ", ".join(scene)
+    hang = (-0.013, -0.050)
+
+    class Hanging(_FakeArm):
+        def locate(self, name):
+            loc = super().locate(name)
+            if name == "porcelain_mug_1" and self.closes:  # held: it hangs off the gripper
+                at = self.state().eef_pos
+                loc.position = (at[0] + hang[0], at[1] + hang[1], at[2] - 0.1)
+            return loc
+
+    arm = Hanging(scene)
+    _exec_cells(CodeMind(card, has_vla=False), arm)
+    code_release = arm.moves[arm.moves.index("release") - 1]
+
+    mind, result, moves, eef, closed = ToolMind(card, has_vla=False), None, [], [0.0, 0.0, 1.0], False
+    for _ in range(40):
+        name, args, _ = mind.step(result)
+        if name == "locate":
+            p, ext, top = scene[args["name"]]
+            if closed and args["name"] == "porcelain_mug_1":
+                p = (eef[0] + hang[0], eef[1] + hang[1], eef[2] - 0.1)
+            result = _json.dumps({"result": {"found": True, "position": list(p), "extent": list(ext), "top_z": top}})
+        elif name == "release":
+            break
+        else:
+            if name == "move_to":
+                moves.append(args["xyz"])
+                eef = args["xyz"]
+            closed = closed or (name == "set_gripper" and args["action"] == "close")
+            result = _json.dumps({"result": {"holding": True, "reached": True, "eef_pos": list(eef)}})
+    assert moves[-1] == pytest.approx(code_release)
+    assert moves[-1][:2] == pytest.approx([-0.01 - hang[0], 0.30 - hang[1]])
 
 
 # --------------------------------------------------------------- real episodes

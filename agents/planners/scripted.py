@@ -247,6 +247,29 @@ def place_height(target: str, tloc: dict[str, Any], held_height: float, relation
     return tloc["top_z"] + max(0.04, held_height * 0.6) + (0.03 if relation in ("in", "into", "inside") else 0.0)
 
 
+
+# LIBERO checks "on" a plate (an object target) as On(obj, plate): the object's body origin within 3 cm of the
+# plate's in x-y, touching it and not below it.  A mug is hollow and about as wide as the open gripper (7.8 cm):
+# a grasp at the centre of its box lands the fingers on its rim and pinches one wall, so it hangs off the
+# gripper.  On libero_10/4 (seed 0) the white mug hung 5.2 cm from the gripper (1.3 cm in x, 5.0 in y) and,
+# carried with the gripper over the plate's centre, came to rest 4.6 cm from it: not "on" it, though the
+# plate's box holds it.  The box centre itself is not the problem: before the grasp it is 0.2-0.5 cm from
+# each mug's body origin (the handle included; the rim's centre is 1.7 cm away).  So after lifting, a fresh
+# look at the held object and the gripper says how it really hangs, and the carry aims the object.
+# The code cells carry this function's own source.
+def aim_held(px, py, dy, held_pos, eef_pos, tol=0.02):
+    """Gripper (x, y) that puts the held object's centre, not the gripper, where (px, py) meant it to go.
+
+    (px, py) is the gripper spot for an object hanging as grasped: its centre `dy` behind the grasp in y
+    (bowls are pinched by the rim wall, dy > 0; else 0).  `held_pos` is a locate of the held object after
+    the lift, `eef_pos` the gripper's.  Hanging within `tol` of that, or a look more than 10 cm off (not
+    the object as held): (px, py) unchanged; else shifted by how it really hangs.
+    """
+    ox, oy = held_pos[0] - eef_pos[0], held_pos[1] - eef_pos[1]
+    if (abs(ox) <= tol and abs(oy + dy) <= tol) or ox * ox + oy * oy > 0.1 ** 2:
+        return px, py
+    return px - ox, py - dy - oy
+
 # "Beside" goals.  LIBERO checks them as On(object, <table>_<reference>_<side>_region): the object's body
 # origin within a 10 x 10 cm square of the table (ranges half-width 0.05 in x and y) and at most ~10 cm
 # above it.  The squares are fixed on the table, laid out next to where the reference starts (BDDL,
@@ -524,6 +547,10 @@ class ToolMind(_Mind):
                 yield "move_to", {"xyz": [g["x"], g["y"], g["z"] + 0.10]}, "The grasp missed; back off and retry."
                 continue
             yield "move_to", {"xyz": [g["x"], g["y"], lift]}, "Lift."
+            yield "locate", {"name": obj}, f"See how {obj} hangs in the gripper."
+            held = self._json()
+            yield "state", {}, "Where is the gripper?"
+            eef = self._json().get("eef_pos")
             tl = locs[target]
             if plan.relation == "beside":  # on the table beside the reference, the object's bottom just above it
                 ol = locs[obj]
@@ -534,6 +561,8 @@ class ToolMind(_Mind):
             else:
                 px, py = tl["position"][0], tl["position"][1] + g["dy"]
                 release_z, where = place_height(target, tl, g["height"], plan.relation), f"over {target}"
+            if held.get("found") and eef:
+                px, py = aim_held(px, py, g["dy"], held["position"], eef)
             yield "move_to", {"xyz": [px, py, lift]}, f"Carry {where}."
             yield "state", {}, "Check the grasp."
             if not self._json().get("holding"):
@@ -662,7 +691,11 @@ for attempt in range({tries}):
         break
 '''
 
-CELL_PICK_PLACE_FN = '''\
+#: The cells' own copy of aim_held (same source; braces doubled for the templates' format).
+AIM_FN = inspect.getsource(aim_held)
+
+CELL_PICK_PLACE_FN = AIM_FN.replace("{", "{{").replace("}", "}}") + '''
+
 def pick_and_place(obj, target, relation={relation!r}):
     """Guarded pick-and-place from fresh measurements; returns a short report."""
     o, t = robo.locate(obj), robo.locate(target)
@@ -682,7 +715,10 @@ def pick_and_place(obj, target, relation={relation!r}):
         robo.move_to([x, y + dy, gz + 0.10])
         return "grasp missed"
     robo.move_to([x, y + dy, lift])
+    held, eef = robo.locate(obj), robo.state().eef_pos
     px, py = t.position[0], t.position[1] + dy
+    if held.found:  # carry the object, not the gripper, over the spot: a mug pinched by one wall hangs off-centre
+        px, py = aim_held(px, py, dy, held.position, eef)
     robo.move_to([px, py, lift])
     if not robo.state().holding:
         return "dropped while carrying"
