@@ -128,8 +128,9 @@ class Robot:
     """A robot arm with a gripper in a benchmark scene. World frame: metres, z up.
 
     All positions are world coordinates in metres; the working surface's
-    height depends on the scene (about 0.9 on LIBERO tabletops, about 0 in
-    its floor scenes): measure it with `locate`. Yaw is radians about world
+    height depends on the scene (about 0.9 on LIBERO's tabletops, about 0.45
+    on its living-room tables, about 0 in its floor scenes): measure it with
+    `locate`. Yaw is radians about world
     z, 0 = the start pose.
     """
 
