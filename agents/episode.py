@@ -143,6 +143,9 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
                     "benchmark": spec.benchmark,
                     "task": spec.task,
                     "seed": spec.seed,
+                    # The VLA stand-in's luck is keyed on the instance and repeat (and the agent under vla_luck: per_agent).
+                    "repeat": spec.repeat,
+                    "agent": spec.agent,
                     "capabilities": caps,
                     "guides": effects["guides"],
                     "image_size": spec.image_size,

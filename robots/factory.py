@@ -47,11 +47,11 @@ def make_vla(spec: dict[str, Any]):
     if name == "scripted" and spec.get("benchmark") == "bimanual":
         from robots.vla.scripted_bimanual import ScriptedBimanualVLA
 
-        return ScriptedBimanualVLA(failure_prob=float(spec.get("vla_failure_prob", 0.2)), seed=int(spec.get("seed", 0)))
+        return ScriptedBimanualVLA.from_spec(spec)
     if name == "scripted":
         from robots.vla.scripted import ScriptedVLA
 
-        return ScriptedVLA(failure_prob=float(spec.get("vla_failure_prob", 0.2)), seed=int(spec.get("seed", 0)))
+        return ScriptedVLA.from_spec(spec)  # luck keyed on the instance and repeat: robots/vla/scripted.py
     if name == "openpi":
         from robots.vla.openpi_policy import OpenPiPolicy
 

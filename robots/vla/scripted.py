@@ -18,21 +18,34 @@ the benchmark's own success check.  A user with a real policy plugs in
 * Acting: `robots.skills` on the robot's primitive implementations without
   the recorder (`skills.direct`), so a trace shows the one `vla` row; at
   most `max_steps` env steps.
-* Failing: with probability `failure_prob`, drawn from a generator seeded by
-  (seed, call number) so a rerun fails identically, the rollout fails the
-  way a policy does physically: it opens the gripper a third of the way
-  into the transport, or it grasps 6-8 cm off the object.  Whatever the
-  simulator then says is the outcome.
+* Failing: with probability `failure_prob` the rollout fails the way a
+  policy does physically: it opens the gripper a third of the way into the
+  transport, or it grasps 6-8 cm off the object.  Whatever the simulator then
+  says is the outcome.
+* Luck: each call's draw comes from a generator keyed on the instance and
+  the repeat -- a sha256 of (benchmark, task, seed, repeat) -- and the
+  call's number in the episode, so a rerun fails identically, instances and
+  repeats get independent luck, and (common random numbers, `vla_luck:
+  common`) the tool and the code agent meet the same luck on their n-th VLA
+  call: a success difference between them is the interface's, not the
+  dice's.  `vla_luck: per_agent` adds the agent to the key (independent luck).
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import re
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
+from agents.errors import CellbenchError
 from robots import skills
 from robots.vla.base import RobotIO, VLAOutcome
+
+#: episode.vla_luck: both agents of an instance share the stand-in's draws, or each has its own.
+VLA_LUCK = ("common", "per_agent")
 
 #: Words of an instruction that name no object.
 STOP_WORDS = {"the", "a", "an", "of", "top", "it", "up", "both"}
@@ -220,26 +233,64 @@ class _Misperceiving:
         return getattr(self._robot, name)
 
 
+def luck_key(benchmark: str, task: str, seed: int, repeat: int = 0, agent: str | None = None) -> list[int]:
+    """Entropy of the stand-in's generator for one episode: four 32-bit words of a sha256 of the instance,
+    the repeat and (per-agent luck only) the agent.
+
+    sha256, not `hash()`: Python salts string hashes per process, and the
+    draws must be the same in every process and on every machine.
+    """
+    parts = ["scripted-vla", str(benchmark), str(task), str(int(seed)), str(int(repeat))]
+    if agent is not None:
+        parts.append(str(agent))
+    digest = hashlib.sha256("\x1f".join(parts).encode()).digest()
+    return [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
+
+
 class ScriptedVLA:
     """Scripted stand-in for a VLA policy (see the module docstring); NOT a learned model."""
 
     name = "scripted-vla-standin"
     FAILURE_MODES = ("drop_in_transport", "offset_grasp")
 
-    def __init__(self, failure_prob: float = 0.2, seed: int = 0):
+    def __init__(self, failure_prob: float = 0.2, seed: int = 0, luck: Sequence[int] | None = None):
+        """`luck`: the generator's entropy (`luck_key`); without it, the seed alone (a bare stand-in in a test)."""
         if not 0.0 <= failure_prob <= 1.0:
             raise ValueError(f"failure_prob must be in [0, 1], got {failure_prob}")
         self.failure_prob = float(failure_prob)
         self.seed = int(seed)
+        self.luck = [int(w) for w in luck] if luck is not None else [self.seed]
         self.calls = 0
+
+    @classmethod
+    def from_spec(cls, spec: dict[str, Any]):
+        """The stand-in of one episode from the runtime's init spec (benchmark, task, seed, repeat, agent,
+        vla_failure_prob, vla_luck)."""
+        mode = spec.get("vla_luck", "common")
+        if mode not in VLA_LUCK:
+            raise CellbenchError(f"episode.vla_luck: {mode!r} is not one of {', '.join(VLA_LUCK)}")
+        agent = None
+        if mode == "per_agent":
+            agent = spec.get("agent")
+            if agent is None:
+                raise CellbenchError("episode.vla_luck: per_agent needs the episode's agent in the runtime's init spec")
+        seed = int(spec.get("seed", 0))
+        key = luck_key(spec.get("benchmark", ""), spec.get("task", ""), seed, int(spec.get("repeat", 0)), agent)
+        return cls(failure_prob=float(spec.get("vla_failure_prob", 0.2)), seed=seed, luck=key)
+
+    def draw(self, call_number: int) -> tuple[str | None, np.random.Generator]:
+        """The luck of the episode's `call_number`-th VLA call: (failure mode or None, the generator the
+        failure's details are drawn from next)."""
+        rng = np.random.default_rng([*self.luck, int(call_number)])
+        failure = str(rng.choice(self.FAILURE_MODES)) if rng.random() < self.failure_prob else None
+        return failure, rng
 
     def run(self, io: RobotIO, instruction: str, max_steps: int) -> VLAOutcome:
         self.calls += 1
         robot = getattr(io, "robot", None)
         if robot is None:
             return VLAOutcome(0, io.success(), "error: the scripted stand-in needs a Robot-backed RobotIO (BackendIO)")
-        rng = np.random.default_rng([self.seed, self.calls])
-        failure = rng.choice(self.FAILURE_MODES) if rng.random() < self.failure_prob else None
+        failure, rng = self.draw(self.calls)
         prims = skills.direct(robot)
         try:
             plan = parse(instruction, list(robot.backend.segmentation_names().values()), prims.locate)

@@ -17,11 +17,12 @@ served bimanual policy plugs it in behind the same seam
 * Acting: the skills run on the robot's primitive implementations without
   the recorder (`skills.direct`), so a trace shows the one `vla` row; at most
   `max_steps` env steps, counted over both arms.
-* Failing: with probability `failure_prob`, drawn from a generator seeded by
-  (seed, call number) so that a rerun fails identically, the rollout fails
-  the way a policy does: one arm grasps its handle 4-6 cm off (lift), or the
-  right hand lets go before the left has the hammer (handover).  Whatever the
-  simulator then says is the outcome.
+* Failing: with probability `failure_prob`, drawn as the one-arm stand-in
+  draws it (keyed on benchmark, task, seed, repeat and call number, the same
+  for both agents unless `vla_luck: per_agent`; robots/vla/scripted.py), the
+  rollout fails the way a policy does: one arm grasps its handle 4-6 cm off
+  (lift), or the right hand lets go before the left has the hammer
+  (handover).  Whatever the simulator then says is the outcome.
 """
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def layout_from_grippers(robot) -> str:
 class ScriptedBimanualVLA(ScriptedVLA):
     """Scripted stand-in for a bimanual VLA policy (see the module docstring); NOT a learned model.
 
-    Shares the one-arm stand-in's settings (failure_prob, seed, call count); only `run` differs.
+    Shares the one-arm stand-in's settings (failure_prob, seed, luck, call count) and draws; only `run` differs.
     """
 
     name = "scripted-bimanual-vla-standin"
@@ -91,8 +92,8 @@ class ScriptedBimanualVLA(ScriptedVLA):
         robot = getattr(io, "robot", None)
         if robot is None or len(getattr(robot, "arms", ())) < 2:
             return VLAOutcome(0, io.success(), "error: the bimanual stand-in needs a two-arm Robot-backed RobotIO")
-        rng = np.random.default_rng([self.seed, self.calls])
-        fails = rng.random() < self.failure_prob
+        failure, rng = self.draw(self.calls)
+        fails = failure is not None
         text = instruction.lower()
         skill = "handover" if _HANDOVER.search(text) else "lift" if _LIFT.search(text) else None
         names = set(robot.backend.segmentation_names().values())
