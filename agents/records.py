@@ -1,16 +1,19 @@
-"""Typed records of an episode trace (schema v1): the one definition of every field.
+"""Typed records of an episode trace (schema v2): the one definition of every field.
 
 The trace writer serialises these, the JSON Schemas in `agents/schemas/` are
 generated from them, and `analysis.ingest` loads them into DuckDB.  Token
 convention (as OpenAI reports it): `input_tokens` is the whole prompt, cached
 and cache-write tokens *included*; uncached = input - cached - cache_write.
+
+Schema versions: v2 added `CallRecord.input_sources` (v1 traces have none;
+they still ingest, with the column NULL).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Every episode ends in exactly one of these.  `planner_error` is an
 #: infrastructure failure (rerun, never counted as a robot failure).
@@ -51,6 +54,44 @@ class Usage:
 
     def __add__(self, other: "Usage") -> "Usage":
         return Usage(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+
+@dataclass
+class InputSources:
+    """One call's input tokens by where in the prompt they come from (agents/usage.py counts them).
+
+    Counted with the estimator's tokenizer and prompt layout whatever the
+    planner, so provider-billed calls get the same breakdown; `total` is that
+    count, beside the call's own `input_tokens` (equal for estimated usage).
+    Each message's framing tokens go to its source, the reply priming to
+    `system`.
+    """
+
+    system: int = 0
+    """The system prompt's own instructions (without API reference and guide)."""
+    tools_api: int = 0
+    """Tool schemas (the tool agent's primitives; the code agent's python/finish) and the code agent's API reference."""
+    guide: int = 0
+    """The operating guide appended to the system prompt."""
+    task: int = 0
+    """The task card: the opening user message's text."""
+    images: int = 0
+    """Every image in the prompt, the opening ones included."""
+    n_images: int = 0
+    """How many images the prompt holds."""
+    history_assistant: int = 0
+    """Earlier assistant messages: their text and tool calls (code cells included)."""
+    history_results: int = 0
+    """Earlier tool results, cell outputs and feedback, before the newest assistant message's."""
+    newest_observation: int = 0
+    """The text that answered the newest assistant message (its tool result or cell output, image labels)."""
+    total: int = 0
+    """The sum of the token sources above (n_images is a count, not tokens)."""
+
+
+#: The token sources of InputSources, in prompt order (n_images and total are not sources).
+INPUT_SOURCES = ("system", "tools_api", "guide", "task", "images", "history_assistant", "history_results",
+                 "newest_observation")
 
 
 @dataclass
@@ -95,6 +136,8 @@ class CallRecord:
     """What each failed attempt of this call met (429, 5xx, timeout, dropped connection, malformed response), in order."""
     tool_calls_in_reply: int = 1
     """Tool calls the model's reply held; only the first is executed, the others are answered "Not executed"."""
+    input_sources: InputSources | None = None
+    """This call's input tokens by source (schema v2; None in v1 traces and for calls that never reached the model)."""
 
 
 @dataclass

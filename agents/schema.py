@@ -53,6 +53,9 @@ def _type_schema(tp: Any) -> dict[str, Any]:
         return {"type": "string"}
     if tp is type(None):
         return {"type": "null"}
+    if dataclasses.is_dataclass(tp):  # a nested record (CallRecord.input_sources)
+        nested = record_schema(tp, tp.__name__)
+        return {k: nested[k] for k in ("type", "properties", "required", "additionalProperties")}
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if origin is Literal:
         return {"enum": list(args)}
@@ -65,6 +68,8 @@ def _type_schema(tp: Any) -> dict[str, Any]:
             rest = [o for o in options if o != {"type": "null"}]
             if len(rest) == 1 and "enum" in rest[0]:
                 return {"enum": rest[0]["enum"] + [None]}
+            if len(rest) == 1 and rest[0].get("type") == "object":
+                return {**rest[0], "type": ["object", "null"]}
         return {"anyOf": options}
     if origin is dict or tp is dict:
         value = _type_schema(args[1]) if len(args) == 2 else {}

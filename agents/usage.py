@@ -23,6 +23,11 @@ assistant message is framed the same way around its name and arguments; and
 counted (providers do not render them).  The provider's exact template is
 not public, so expect the estimate to differ from a real bill by a few
 tokens per message; the image and cache arithmetic is exact.
+
+The same pass tallies every prompt token by its source (`InputSources`:
+system prompt, tool schemas / API reference, guide, task card, images,
+earlier assistant turns, earlier results, newest observation); `input_sources`
+gives that breakdown for any planner's prompt, provider-billed ones included.
 """
 from __future__ import annotations
 
@@ -42,7 +47,7 @@ from typing import Any, Sequence
 
 from agents.errors import CellbenchError
 from agents.planners.base import ToolCall
-from agents.records import Usage
+from agents.records import INPUT_SOURCES, InputSources, Usage
 
 ENCODING_NAME = "o200k_base"
 """The encoding of GPT-4o and later OpenAI models."""
@@ -268,6 +273,8 @@ class SerializedPrompt:
     framing_tokens: int
     """Per-message framing, role names, the reply priming."""
     n_images: int
+    by_source: dict[str, int] | None = None
+    """Every token above by where it comes from (the keys of agents.records.INPUT_SOURCES); sums to n_tokens."""
 
     @property
     def n_tokens(self) -> int:
@@ -298,11 +305,14 @@ class PromptSerializer:
         out = _Builder(self)
         if tools:
             schema = json.dumps(list(tools), separators=(",", ":"), ensure_ascii=False)
+            out.source = "tools_api"
             out.open("tools")
             out.schema(self.encode(schema))
             out.close()
-        for message in messages:
+        for message, source in zip(messages, message_sources(messages)):
+            out.source = source
             self._message(out, message)
+        out.source = "system"
         out.open("assistant")  # reply priming: no closing token
         return out.result()
 
@@ -310,13 +320,30 @@ class PromptSerializer:
         out.open(str(message.get("role", "")))
         if message.get("name"):
             out.framing([_SEP] + self.encode(str(message["name"])))
-        self._content(out, message.get("content"))
+        content = message.get("content")
+        if out.source == "system" and isinstance(content, str):
+            self._system_text(out, content)
+        else:
+            self._content(out, content)
         out.close()
         for call in message.get("tool_calls") or ():
             name, arguments = _tool_call_parts(call)
             out.open("assistant")
             out.text(self.encode(name) + self.encode(arguments))
             out.close()
+
+    def _system_text(self, out: "_Builder", text: str) -> None:
+        """The system prompt as one token run (what the cache sees), its API reference and guide
+        attributed by their own token counts (BPE may merge a token across a seam: the prose
+        part takes the difference, so the parts still sum to the whole)."""
+        tokens = self.encode(text)
+        out.text(tokens)
+        prose, api, guide = split_system_prompt(text)
+        n_api = len(self.encode(api)) if api else 0
+        n_guide = len(self.encode(guide)) if guide else 0
+        n_api, n_guide = min(n_api, len(tokens)), min(n_guide, max(0, len(tokens) - n_api))
+        out.move("system", "tools_api", n_api)
+        out.move("system", "guide", n_guide)
 
     def _content(self, out: "_Builder", content: Any) -> None:
         if content is None:
@@ -367,13 +394,20 @@ def _tool_call_parts(call: Any) -> tuple[str, str]:
 
 
 class _Builder:
-    """Accumulates the token sequence and its breakdown."""
+    """Accumulates the token sequence and its breakdown (by kind, and by `source`: set it before adding)."""
 
     def __init__(self, serializer: PromptSerializer):
         self._serializer = serializer
         self.tokens: list[int] = []
         self.counts = {"text": 0, "image": 0, "schema": 0, "framing": 0}
         self.n_images = 0
+        self.source = "system"
+        self.by_source = dict.fromkeys(INPUT_SOURCES, 0)
+
+    def move(self, from_source: str, to_source: str, n: int) -> None:
+        """Re-attribute n tokens already added (part of a message that holds two sources)."""
+        self.by_source[from_source] -= n
+        self.by_source[to_source] += n
 
     def open(self, role: str) -> None:
         self.framing([_START] + self._serializer.encode(role) + [_SEP])
@@ -384,14 +418,17 @@ class _Builder:
     def framing(self, tokens: list[int]) -> None:
         self.tokens += tokens
         self.counts["framing"] += len(tokens)
+        self.by_source[self.source] += len(tokens)
 
     def text(self, tokens: list[int]) -> None:
         self.tokens += tokens
         self.counts["text"] += len(tokens)
+        self.by_source[self.source] += len(tokens)
 
     def schema(self, tokens: list[int]) -> None:
         self.tokens += tokens
         self.counts["schema"] += len(tokens)
+        self.by_source[self.source] += len(tokens)
 
     def image(self, digest: bytes, n_tokens: int) -> None:
         # An image is n_tokens copies of one content-derived id: identical
@@ -399,6 +436,7 @@ class _Builder:
         image_id = -(_IMAGE_ID_OFFSET + int.from_bytes(digest[:7], "big"))
         self.tokens += [image_id] * n_tokens
         self.counts["image"] += n_tokens
+        self.by_source["images"] += n_tokens  # an image is an image, whichever message holds it
         self.n_images += 1
 
     def result(self) -> SerializedPrompt:
@@ -409,7 +447,63 @@ class _Builder:
             tool_schema_tokens=self.counts["schema"],
             framing_tokens=self.counts["framing"],
             n_images=self.n_images,
+            by_source=dict(self.by_source),
         )
+
+
+# --------------------------------------------------------------------------
+# Where the prompt's tokens come from
+
+#: How agents/episode.py appends the operating guide to the system prompt.
+GUIDE_HEADING = "\n\n# Operating guide\n\n"
+#: The first line of the code agent's API reference (robots/api_docs.py renders it).
+API_REFERENCE_HEADING = "# `robo` API reference"
+
+
+def split_system_prompt(text: str) -> tuple[str, str, str]:
+    """(instructions, API reference, operating guide) of a system prompt; absent parts are ""."""
+    at = text.find(GUIDE_HEADING)
+    body, guide = (text[:at], text[at:]) if at >= 0 else (text, "")
+    at = body.find(API_REFERENCE_HEADING)
+    prose, api = (body[:at], body[at:]) if at >= 0 else (body, "")
+    return prose, api, guide
+
+
+def message_sources(messages: Sequence[dict[str, Any]]) -> list[str]:
+    """The source of each message: the system prompt, the task card (the first user message before
+    any assistant turn), earlier assistant turns, earlier results, and the newest observation
+    (everything after the last assistant message).  Images are tallied apart, as `images`."""
+    roles = [m.get("role") for m in messages]
+    last_assistant = max((i for i, r in enumerate(roles) if r == "assistant"), default=-1)
+    first_assistant = roles.index("assistant") if "assistant" in roles else len(roles)
+    task = next((i for i, r in enumerate(roles[:first_assistant]) if r == "user"), None)
+    sources = []
+    for i, role in enumerate(roles):
+        if role == "system":
+            sources.append("system")
+        elif role == "assistant":
+            sources.append("history_assistant")
+        elif i == task:
+            sources.append("task")
+        elif i > last_assistant >= 0:
+            sources.append("newest_observation")
+        else:
+            sources.append("history_results")
+    return sources
+
+
+_SHARED_SERIALIZER: list[PromptSerializer] = []
+
+
+def input_sources(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
+                  serializer: PromptSerializer | None = None) -> InputSources:
+    """The prompt's tokens by source, counted with the estimator's tokenizer and layout (any planner)."""
+    if serializer is None:
+        if not _SHARED_SERIALIZER:  # one per process: its memo makes each new call cost only what is new
+            _SHARED_SERIALIZER.append(PromptSerializer())
+        serializer = _SHARED_SERIALIZER[0]
+    prompt = serializer.serialize(messages, tools)
+    return InputSources(**prompt.by_source, n_images=prompt.n_images, total=prompt.n_tokens)
 
 
 # --------------------------------------------------------------------------

@@ -138,11 +138,11 @@ def _field_specs(cls: type) -> tuple[_FieldSpec, ...]:
     hints = typing.get_type_hints(cls)
     specs = []
     for f, (name, sql) in zip(fields(cls), schema.record_columns(cls)):
-        allowed = _PY_TYPES[sql]
+        allowed = (dict,) if sql.startswith("STRUCT") else _PY_TYPES[sql]
         if type(None) in typing.get_args(hints[name]):
             allowed = allowed + (type(None),)
         default = f.default if f.default is not MISSING else _MISSING
-        specs.append(_FieldSpec(name, allowed, default, sql == "JSON"))
+        specs.append(_FieldSpec(name, allowed, default, sql == "JSON" or sql.startswith("STRUCT")))
     return tuple(specs)
 
 

@@ -2,7 +2,8 @@
 
 Tables (one row each):
   episodes    an episode.json: every EpisodeRecord field + trace_dir (package_versions as JSON)
-  calls       a calls.jsonl row: episode key columns + every CallRecord field (raw_usage, tool_args as JSON)
+  calls       a calls.jsonl row: episode key columns + every CallRecord field (raw_usage, tool_args as JSON;
+              input_sources a STRUCT of InputSources, NULL for traces of schema v1)
   primitives  a primitives.jsonl row: episode key columns + every PrimitiveRecord field
   cells       a cells/cell_NNN.py file: episode key columns, call_index, code and the
               per-cell statistics of analysis.cellstats (CellStats fields)
@@ -26,7 +27,7 @@ from __future__ import annotations
 import json
 import types
 import typing
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, is_dataclass
 from typing import Literal, Union
 
 from agents.records import CallRecord, EpisodeRecord, PrimitiveRecord
@@ -34,7 +35,7 @@ from analysis.cellstats import CellStats
 from analysis.cost import CALL_DOLLARS_SQL, PriceTable
 
 #: Bump when a table or view changes shape: ingest then rebuilds the database.
-ANALYSIS_SCHEMA = 2
+ANALYSIS_SCHEMA = 3
 
 #: Episode columns repeated on every child row, so SQL over calls needs no join.
 KEY_FIELDS = ("trace_dir", "benchmark", "suite", "task", "seed", "agent", "ablation", "repeat")
@@ -63,6 +64,8 @@ def sql_type(tp: object) -> str:
         return "VARCHAR"
     if tp in (dict, list) or origin in (dict, list):
         return "JSON"
+    if is_dataclass(tp):  # a nested record: a typed STRUCT, so SQL reads its fields without JSON parsing
+        return "STRUCT(" + ", ".join(f'"{name}" {kind}' for name, kind in record_columns(tp)) + ")"
     raise TypeError(f"no DuckDB type for {tp!r}")
 
 

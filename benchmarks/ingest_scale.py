@@ -116,8 +116,19 @@ def _call_row(i: int, rng: random.Random, kind: str, success_after: bool) -> dic
         "tool_args": {"xyz": [round(rng.uniform(-0.3, 0.3), 4), 0.21, 0.95]} if kind == "tool" else None,
         "cell_hash": None, "n_primitives": 1 if kind == "tool" else 3, "n_acting": 1, "exception": None,
         "success_after": success_after, "retries": 0, "error": None, "retry_errors": None, "tool_calls_in_reply": 1,
+        "input_sources": _input_sources(i, prompt, kind),
     }
     return row
+
+
+def _input_sources(i: int, prompt: int, kind: str) -> dict:
+    """A breakdown shaped like agents.usage.input_sources': the parts sum to the prompt."""
+    fixed = {"system": 120, "tools_api": 1081, "guide": 0 if kind == "tool" else 300, "task": 60,
+             "images": 255 * i, "history_assistant": 40 * (i - 1)}
+    newest = 0 if i == 1 else 80
+    rest = max(0, prompt - sum(fixed.values()) - newest)
+    return {**fixed, "n_images": i, "history_results": rest, "newest_observation": newest,
+            "total": sum(fixed.values()) + newest + rest}
 
 
 def _primitive_row(call_index: int, seq: int, rng: random.Random, name: str) -> dict:
@@ -175,7 +186,7 @@ def _episode(d: Path, benchmark: str, suite: str, index: int, seed: int, agent: 
         "wall_time_s": round(rng.uniform(15, 70), 3), "started_at": 1.7e9, "finished_at": 1.7e9 + 60,
         "call_budget": 40, "wall_clock_limit_s": 900.0, "config_hash": "synthetic", "code_version": "synthetic",
         "package_versions": {"duckdb": "2.0.1", "mujoco": "3.3.7", "robosuite": "1.4.0"}, "repeat": 0,
-        "error": None, "schema_version": 1,
+        "error": None, "schema_version": 2,
     }
     # Not read by ingest, but a trace has one (and images/, left out here).
     (d / "transcript.json").write_text(json.dumps([{"role": "system", "content": "synthetic"},

@@ -117,7 +117,10 @@ def test_record_schemas_follow_the_dataclasses():
                                     "planner_error", "error"]
     assert ep["package_versions"] == {"type": "object", "additionalProperties": {"type": "string"}}
     assert ep["solved_at_call"]["type"] == ["integer", "null"]
-    assert ep["schema_version"]["const"] == 1
+    assert ep["schema_version"]["const"] == 2
+    sources = props["input_sources"]
+    assert sources["type"] == ["object", "null"] and sources["additionalProperties"] is False
+    assert sources["properties"]["newest_observation"]["type"] == "integer"
     assert "1-based" in props["call_index"]["description"]  # attribute docstrings carry over
 
 

@@ -1,4 +1,4 @@
-"""Hand-made episode trace directories for the analysis tests (schema v1 of agents/records.py).
+"""Hand-made episode trace directories for the analysis tests (the current schema of agents/records.py).
 
 Every record goes through the dataclasses of `agents.records`, so a field the
 writer would refuse cannot sneak into a test trace.  Totals on episode.json are

@@ -1,0 +1,97 @@
+"""Where each call's input tokens come from: the breakdown, its reconciliation with the estimate, its storage."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+from dataclasses import asdict
+
+import duckdb
+from PIL import Image
+
+from agents.episode import ABLATION_EFFECTS, EpisodeSpec, _opening
+from agents.records import INPUT_SOURCES, InputSources
+from agents.usage import UsageEstimator, input_sources, message_sources
+from analysis.ingest import ingest_traces
+import trace_factory as tf
+
+
+def _url(color=(10, 20, 30)) -> str:
+    buffer = io.BytesIO()
+    Image.new("RGB", (256, 256), color).save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def _card() -> dict:
+    return {"suite": "libero_spatial_swap", "instruction": "put the black bowl on the plate", "task_index": 0,
+            "objects": ["akita_black_bowl_1", "plate_1"], "cameras": ["agentview", "robot0_eye_in_hand"],
+            "guide": "Grasp bowls by the rim; lift 10 cm before moving.", "arms": ["right"]}
+
+
+def _conversation(agent: str) -> tuple[list[dict], list[dict]]:
+    """The real opening of `agent` (system prompt, guide, tools) and two acted calls after it."""
+    spec = EpisodeSpec(benchmark="libero_pro", task="libero_spatial_swap/0", seed=0, agent=agent)
+    tools, messages = _opening(spec, _card(), ("vla",), ABLATION_EFFECTS["full"], [], {}, None)
+    messages[1]["content"].append({"type": "image_url", "image_url": {"url": _url(), "detail": "high"}})
+    for i, result in enumerate(["{\"result\": {\"found\": true}}", "Task success: False"]):
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "locate", "arguments": "{\"name\": \"plate_1\"}"}}]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": result})
+    messages.append({"role": "user", "content": [{"type": "text", "text": "Camera images after the move:"},
+                                                 {"type": "image_url", "image_url": {"url": _url((9, 9, 9))}}]})
+    return tools, messages
+
+
+def test_sources_sum_to_the_estimated_prompt_for_both_agents():
+    for agent in ("tool", "code"):
+        tools, messages = _conversation(agent)
+        sources = input_sources(messages, tools)
+        usage, _ = UsageEstimator().estimate(messages, tools)
+        parts = asdict(sources)
+        assert sum(parts[k] for k in INPUT_SOURCES) == sources.total == usage.input_tokens, agent
+        assert sources.n_images == 2 and sources.images == 2 * 255
+        for key in INPUT_SOURCES:  # every source is present in this conversation
+            assert parts[key] > 0, (agent, key)
+    # The code agent's API reference is in its system prompt, the tool agent's in its tool schemas:
+    # both land in tools_api, and the code agent's prose stays small beside it.
+    code = input_sources(*reversed(_conversation("code")))
+    assert code.tools_api > 5 * code.system
+
+
+def test_guide_and_api_reference_are_told_apart_from_the_instructions():
+    tools, messages = _conversation("code")
+    with_guide = input_sources(messages, tools)
+    messages[0] = {**messages[0], "content": messages[0]["content"].split("\n\n# Operating guide")[0]}
+    without = input_sources(messages, tools)
+    assert without.guide == 0 and with_guide.guide > 0
+    assert abs(without.system - with_guide.system) <= 1 and without.tools_api == with_guide.tools_api
+
+
+def test_newest_observation_becomes_history_at_the_next_call():
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"},
+                {"role": "assistant", "content": "a"}, {"role": "tool", "tool_call_id": "1", "content": "r1"},
+                {"role": "user", "content": "nudge"}]
+    assert message_sources(messages) == ["system", "task", "history_assistant", "newest_observation",
+                                         "newest_observation"]
+    messages += [{"role": "assistant", "content": "b"}, {"role": "tool", "tool_call_id": "2", "content": "r2"}]
+    assert message_sources(messages)[3:] == ["history_results", "history_results", "history_assistant",
+                                             "newest_observation"]
+    assert message_sources(messages[:2]) == ["system", "task"]
+
+
+def test_breakdown_is_stored_and_v1_traces_still_ingest(tmp_path):
+    root = tmp_path / "episodes"
+    sources = InputSources(system=10, tools_api=500, task=20, images=255, n_images=1, total=785)
+    new = tf.write_episode(root, agent="tool", calls=[tf.call(1, input_tokens=785, input_sources=sources)])
+    old = tf.write_episode(root, agent="code", calls=[tf.call(1, action_kind="cell")], schema_version=1)
+    # A v1 calls.jsonl row has no input_sources key at all.
+    row = json.loads((old / "calls.jsonl").read_text())
+    del row["input_sources"]
+    (old / "calls.jsonl").write_text(json.dumps(row) + "\n")
+    summary = ingest_traces(root, tmp_path / "db.duckdb")
+    assert summary.loaded == 2 and not summary.problems
+    con = duckdb.connect(str(tmp_path / "db.duckdb"), read_only=True)
+    got = dict(con.execute("SELECT agent, input_sources FROM calls").fetchall())
+    assert got["code"] is None
+    assert got["tool"]["tools_api"] == 500 and got["tool"]["total"] == 785
+    assert con.execute("SELECT input_sources.images FROM calls WHERE agent = 'tool'").fetchone() == (255,)
