@@ -20,6 +20,7 @@ from agents.prompts import load_prompts
 from agents.records import CallRecord, EpisodeRecord, PrimitiveRecord, Usage
 from agents.runtime import ActionResult, RuntimeClient, RuntimeDied, RuntimeLimits, RuntimeTimeout
 from agents.trace import TraceWriter, data_url, image_key
+from agents.usage import input_sources
 
 #: What each ablation removes (paper §3.7).
 ABLATION_EFFECTS = {
@@ -168,6 +169,7 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
         tools, messages = _opening(spec, card, caps, effects, init["images"], image_refs, trace)
         for call_index in range(1, spec.call_budget + 1):
             images_in = _count_images(messages)
+            sources = input_sources(messages, tools)  # the prompt as sent, before the reply joins it
             t_call = time.time()
             try:
                 reply: PlannerReply = planner.next(messages, tools)
@@ -195,6 +197,7 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
             rec.started_at, rec.latency_s, rec.images_in_prompt = t_call, reply.latency_s, images_in
             rec.usage_source, rec.raw_usage, rec.retries = reply.usage_source, reply.raw_usage, reply.retries
             rec.retry_errors = list(reply.retry_errors) or None
+            rec.input_sources = sources
             for k in ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens"):
                 setattr(rec, k, getattr(reply.usage, k))
             if result is not None:

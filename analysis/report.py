@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from agents.errors import CellbenchError
-from analysis import schema, stats
+from analysis import schema, stats, token_sources
 from analysis.cost import PriceTable, call_dollars
 
 #: At most this many pairing problems are spelled out in the error.
@@ -60,6 +60,8 @@ class ReportData:
     """The cells table without the code text."""
     planner_errors: pd.DataFrame
     price: PriceTable
+    sources: pd.DataFrame | None = None
+    """Every call's input tokens by source (analysis.token_sources.load_call_sources)."""
 
 
 def pairing_problems(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -95,6 +97,7 @@ def load_report_data(db_path: str | Path, price: PriceTable) -> ReportData:
                                           "n_acting", "n_primitives", "images_returned", "success_after"))
         cells = con.execute("SELECT * EXCLUDE (code) FROM cells ORDER BY trace_dir, call_index").df()
         planner_errors = con.execute("SELECT * FROM planner_errors").df()
+        sources = token_sources.load_call_sources(con)
     finally:
         con.close()
 
@@ -120,7 +123,7 @@ def load_report_data(db_path: str | Path, price: PriceTable) -> ReportData:
         for column in at_solve.columns:
             paired[f"{agent}_{column}"] = dirs.map(at_solve[column]).to_numpy(dtype=float)
     return ReportData(paired=paired, episodes=episodes, calls=calls, cells=cells,
-                      planner_errors=planner_errors, price=price)
+                      planner_errors=planner_errors, price=price, sources=sources)
 
 
 # ---------------------------------------------------------------------------
@@ -189,6 +192,7 @@ def build_tables(data: ReportData) -> list[Table]:
               "Instances where tool calling ran with automatic images (full), with images on demand, and "
               "code ran in full; calls, tokens and dollars are means on the instances all three solved. "
               + priced, stats.images_on_demand_table(p)),
+        *token_sources.tables(data, priced),
         Table("planner_errors", "Planner errors (infrastructure failures: rerun, never counted)",
               "These episodes are left out of pairing and of every paired table; endings counts them "
               "as their own ending.", data.planner_errors),
@@ -244,6 +248,7 @@ COLUMN_DOCS = {
     "n_all_solved": "instances all three configurations solved",
     "trace_dir": "trace directory", "error": "the error recorded on episode.json",
 }
+COLUMN_DOCS.update({k: v for k, v in token_sources.COLUMN_DOCS.items() if k not in COLUMN_DOCS})
 _AGENT_PREFIXES = {"tool_full_": "tool calling, automatic images", "tool_on_demand_": "tool calling, images on demand",
                    "code_full_": "code", "tool_": "tool calling", "code_": "code"}
 

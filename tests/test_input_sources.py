@@ -95,3 +95,36 @@ def test_breakdown_is_stored_and_v1_traces_still_ingest(tmp_path):
     assert got["code"] is None
     assert got["tool"]["tools_api"] == 500 and got["tool"]["total"] == 785
     assert con.execute("SELECT input_sources.images FROM calls WHERE agent = 'tool'").fetchone() == (255,)
+
+
+def test_episode_stores_the_breakdown_of_the_prompt_the_planner_got(tmp_path):
+    """Real scene, provider-style usage: each call row carries the breakdown of exactly the messages the
+    planner was sent (counted by the estimator's tokenizer), beside the provider's own count."""
+    from agents.episode import run_episode
+    from agents.planners.base import PlannerReply, ToolCall
+    from agents.records import Usage
+
+    class Recorder:
+        name, model = "test-recorder", "rec-v0"
+
+        def __init__(self):
+            self.seen = []
+
+        def next(self, messages, tools):
+            self.seen.append(([dict(m) for m in messages], tools))
+            n = len(self.seen)
+            return PlannerReply(text=None, tool_calls=[ToolCall(f"t{n}", "state", "{}")],
+                                usage=Usage(input_tokens=7 * n, output_tokens=3), usage_source="provider",
+                                raw_usage={"prompt_tokens": 7 * n})
+
+    planner = Recorder()
+    spec = EpisodeSpec(benchmark="libero_pro", task="libero_spatial_swap/0", seed=0, agent="tool",
+                       ablation="no_vla_no_guides", image_size=128, n_images=1, call_budget=2)
+    run_episode(spec, planner, str(tmp_path))
+    rows = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert len(rows) == len(planner.seen) == 2
+    for row, (messages, tools) in zip(rows, planner.seen):
+        assert row["input_tokens"] == 7 * row["call_index"]  # the provider's count is kept as it came
+        assert row["input_sources"] == asdict(input_sources(messages, tools))
+    assert rows[1]["input_sources"]["newest_observation"] > 0 and rows[1]["input_sources"]["history_assistant"] > 0
+    assert rows[0]["input_sources"]["newest_observation"] == 0
