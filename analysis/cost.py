@@ -15,13 +15,15 @@ output*output`` with ``uncached = input_tokens - cached - write`` (the trace's
 `input_tokens` exceeds `long_context_threshold` has its input-side prices
 multiplied by `long_context_input_multiplier` and its output price by
 `long_context_output_multiplier` -- for the whole call, as providers bill it.
+A table without `cache_write` bills cache writes at its `input` price (a
+written token is an input token the provider processed), never at zero.
 
 The formula exists once, as SQL (`CALL_DOLLARS_SQL`): the database's views and
 the report both evaluate it, the report with the table passed as parameters.
 """
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass, fields
+from dataclasses import astuple, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +46,19 @@ class PriceTable:
     """Uncached input tokens."""
     cached_input: float
     """Input tokens read from the provider's prefix cache."""
-    cache_write: float
-    """Input tokens written to the cache."""
+    cache_write: float | None = field(default=None, kw_only=True)
+    """Input tokens written to the cache; None (a table that leaves it out): the input price, never zero."""
     output: float
     """Output tokens, reasoning included."""
     long_context_threshold: int | None
     """A call with more input tokens than this is billed at the multipliers below (None: no tier)."""
     long_context_input_multiplier: float
     long_context_output_multiplier: float
+
+    def __post_init__(self):
+        if self.cache_write is None:
+            # A written token was sent as input; billing it at $0 would make caching look free.
+            object.__setattr__(self, "cache_write", self.input)
 
 
 PRICE_COLUMNS = tuple(f.name for f in fields(PriceTable))

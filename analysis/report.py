@@ -163,7 +163,9 @@ def build_tables(data: ReportData) -> list[Table]:
               "on the instances both agents solved. " + priced, main_results_table(success, joint)),
         Table("success", "Success rates, paired (tool calling vs code)",
               "Instances are (benchmark, suite, task, seed, repeat), paired strictly; planner_error "
-              "episodes are excluded (see planner_errors).", success),
+              "episodes are excluded (see planner_errors). The delta CI is exact and conditional on the "
+              "discordant pairs (Clopper-Pearson on only_code of only_code + only_tool): it excludes 0 "
+              "exactly when mcnemar_p < 0.05.", success),
         Table("jointly_solved", "Jointly solved instances: calls, tokens, dollars",
               "Means per episode over whole episodes (calls after success included); ratios are of "
               "aggregate totals, tool / code. " + priced, joint),
@@ -182,20 +184,26 @@ def build_tables(data: ReportData) -> list[Table]:
               "tool_acting_per_call: acting primitives per LLM call of tool calling on the same instances.",
               stats.cell_stats_table(p, data.cells, data.calls)),
         Table("endings", "How episodes end (Table 9)",
-              "Every episode, per ablation and agent. An episode that hit a limit with its task done "
-              "counts as solved (the paper's rule; how many in limit_reached_but_solved).",
+              "Every episode, per ablation and agent, planner errors left out of the shares (infrastructure "
+              "failures: n_planner_errors counts them beside each row). An episode that hit a limit with its "
+              "task done counts as solved (the paper's rule; how many in limit_reached_but_solved).",
               stats.endings_table(data.episodes)),
         Table("only_one_solved", "Instances only one agent solved (§3.8)",
-              "Lost on budget: the other agent ended on call_budget, context_overflow or wall_clock; "
-              "ended before: gave_up or error.", stats.only_one_solved_table(p)),
+              "The paper's split: the other agent exhausted its LLM-call budget (call_budget), or ended "
+              "before exhausting it: stopped by another limit (context_overflow, wall_clock), or gave up or "
+              "hit an error. The instances themselves: only_one_solved_instances.",
+              stats.only_one_solved_table(p)),
+        Table("only_one_solved_instances", "Which instances only one agent solved, with both endings (§3.8)",
+              "One row per instance and comparison that exactly one agent solved.",
+              stats.only_one_solved_instances(p)),
         Table("images_on_demand", "Tool calling with images on demand (Table 8)",
               "Instances where tool calling ran with automatic images (full), with images on demand, and "
               "code ran in full; calls, tokens and dollars are means on the instances all three solved. "
               + priced, stats.images_on_demand_table(p)),
         *token_sources.tables(data, priced),
         Table("planner_errors", "Planner errors (infrastructure failures: rerun, never counted)",
-              "These episodes are left out of pairing and of every paired table; endings counts them "
-              "as their own ending.", data.planner_errors),
+              "These episodes are left out of pairing, of every paired table and of the endings' shares "
+              "(endings counts them beside each row, in n_planner_errors).", data.planner_errors),
     ]
 
 
@@ -209,8 +217,9 @@ COLUMN_DOCS = {
     "n_episodes": "episodes",
     "success_pct": "success rate (%)",
     "delta_pts": "code - tool success, percentage points",
-    "delta_ci_low_pts": "95% CI of delta, low end (Newcombe hybrid score for paired proportions)",
-    "delta_ci_high_pts": "95% CI of delta, high end",
+    "delta_ci_low_pts": "95% CI of delta, low end (exact, conditional on the discordant pairs; "
+                        "excludes 0 exactly when mcnemar_p < 0.05)",
+    "delta_ci_high_pts": "95% CI of delta, high end (exact, conditional on the discordant pairs)",
     "both": "instances both solved", "only_tool": "instances only tool calling solved",
     "only_code": "instances only code solved", "neither": "instances neither solved",
     "mcnemar_p": "two-sided exact McNemar p (binomial test on the discordant pairs)",
@@ -242,9 +251,15 @@ COLUMN_DOCS = {
     "unparsed_pct": "cells that are not valid Python (%)",
     "tool_acting_per_call": "acting primitives per tool-calling LLM call (mean)",
     "limit_reached_but_solved": "episodes stopped by a limit with the task already done (counted solved)",
-    "lost_on_budget": "of those, the other agent ended on call_budget/context_overflow/wall_clock",
+    "n_planner_errors": "planner_error episodes left out of n_episodes and of every share",
+    "lost_on_call_budget": "of those, the other agent exhausted its LLM-call budget (call_budget)",
+    "lost_on_other_limit": "of those, another limit stopped the other agent first (context_overflow, wall_clock)",
     "ended_before_budget": "of those, the other agent gave up or hit an error first",
     "other_ending": "of those, the other agent ended otherwise",
+    "suite": "benchmark suite", "task": "task (suite/index)", "seed": "seed", "repeat": "repeat",
+    "solved_by": "the one agent that solved the instance",
+    "status": "how the episode ended", "n_calls": "LLM calls", "solved_at_call": "the call after which the "
+    "benchmark's check first held (blank: never)",
     "n_all_solved": "instances all three configurations solved",
     "trace_dir": "trace directory", "error": "the error recorded on episode.json",
 }

@@ -8,22 +8,25 @@ per-call / per-cell frames.  Every table has one row per comparison
 """
 from __future__ import annotations
 
-from math import sqrt
 from typing import Iterator
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest, norm
+from scipy.stats import binomtest
 
 from agents.records import ABLATIONS, STATUSES
 from analysis.cellstats import CELL_STATS_FIELDS
 
 AGENTS = ("tool", "code")
 POOLED = "All"
-#: Endings of an unsuccessful episode stopped by a limit (the paper's "exhausts its budget").
-BUDGET_STATUSES = ("call_budget", "context_overflow", "wall_clock")
+#: The ending of an unsuccessful episode that exhausted its LLM-call budget (the paper's §3.8 split).
+CALL_BUDGET = "call_budget"
+#: Endings of an unsuccessful episode stopped by another limit before its call budget ran out.
+OTHER_LIMIT_STATUSES = ("context_overflow", "wall_clock")
 #: Endings of an unsuccessful episode that stopped before any limit.
 EARLY_END_STATUSES = ("gave_up", "error")
+#: Infrastructure failures: rerun, never counted, never in a denominator.
+PLANNER_ERROR = "planner_error"
 #: Budget-cutoff measures: name -> per-agent column of the cost at the solving call.
 BUDGET_MEASURES = {"input_tokens": "tokens_at_solve", "llm_calls": "calls_at_solve", "dollars": "dollars_at_solve"}
 BUDGET_GRID_POINTS = 60
@@ -69,35 +72,23 @@ def mcnemar_exact_p(only_tool: int, only_code: int) -> float:
     return float(binomtest(only_code, discordant, 0.5, alternative="two-sided").pvalue)
 
 
-def wilson_interval(successes: int, n: int, z: float) -> tuple[float, float]:
-    p = successes / n
-    denominator = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denominator
-    half = z * sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return centre - half, centre + half
+def exact_conditional_ci(only_tool: int, only_code: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """CI for p_code - p_tool, exact and conditional on the discordant pairs.
 
-
-def paired_difference_ci(both: int, only_code: int, only_tool: int, neither: int,
-                         confidence: float = 0.95) -> tuple[float, float]:
-    """CI for p_code - p_tool on paired binary outcomes: Newcombe's hybrid score (1998, method 10).
-
-    Wilson intervals for each agent's success rate, combined with the
-    correlation phi of the paired outcomes; no continuity correction.  Better
-    coverage than the Wald interval at the rates and sizes of this study.
+    Given d = only_tool + only_code discordant instances, only_code is
+    Binomial(d, pi) and delta = (d / n)(2 pi - 1).  The Clopper-Pearson
+    interval for pi, mapped through that line, excludes 0 exactly when the
+    two-sided exact McNemar test (`mcnemar_exact_p`) rejects at
+    1 - confidence: both invert the same binomial at 1/2, which is symmetric.
+    It treats d as fixed, so it is narrower than an unconditional interval
+    when d is large; NaN without discordant pairs (nothing to estimate).
     """
-    n = both + only_code + only_tool + neither
-    if n == 0:
+    discordant = only_tool + only_code
+    if n == 0 or discordant == 0:
         return float("nan"), float("nan")
-    z = float(norm.ppf(0.5 + confidence / 2))
-    p_code, p_tool = (both + only_code) / n, (both + only_tool) / n
-    l_code, u_code = wilson_interval(both + only_code, n, z)
-    l_tool, u_tool = wilson_interval(both + only_tool, n, z)
-    margins = (both + only_code) * (only_tool + neither) * (both + only_tool) * (only_code + neither)
-    phi = (both * neither - only_code * only_tool) / sqrt(margins) if margins else 0.0
-    below = sqrt(max(0.0, (p_code - l_code) ** 2 - 2 * phi * (p_code - l_code) * (u_tool - p_tool) + (u_tool - p_tool) ** 2))
-    above = sqrt(max(0.0, (u_code - p_code) ** 2 - 2 * phi * (u_code - p_code) * (p_tool - l_tool) + (p_tool - l_tool) ** 2))
-    delta = p_code - p_tool
-    return delta - below, delta + above
+    ci = binomtest(only_code, discordant, 0.5).proportion_ci(confidence_level=confidence, method="exact")
+    share = discordant / n
+    return share * (2 * ci.low - 1), share * (2 * ci.high - 1)
 
 
 SUCCESS_COLUMNS = ["comparison", "benchmark", "n_instances", "tool_success_pct", "code_success_pct", "delta_pts",
@@ -111,7 +102,7 @@ def success_table(paired: pd.DataFrame) -> pd.DataFrame:
         both, only_tool = int((tool & code).sum()), int((tool & ~code).sum())
         only_code, neither = int((~tool & code).sum()), int((~tool & ~code).sum())
         n = len(rows)
-        low, high = paired_difference_ci(both, only_code, only_tool, neither)
+        low, high = exact_conditional_ci(only_tool, only_code, n)
         records.append(dict(
             comparison=comparison, benchmark=benchmark, n_instances=n,
             tool_success_pct=100 * tool.mean(), code_success_pct=100 * code.mean(),
@@ -306,45 +297,86 @@ def ending(status: str, success: bool) -> str:
 
 
 def endings_table(episodes: pd.DataFrame) -> pd.DataFrame:
-    """Share of episodes per ending, per ablation x benchmark group x agent (every episode, reruns included)."""
+    """Share of episodes per ending, per ablation x benchmark group x agent.
+
+    Planner errors are infrastructure failures, out of every rate: each row's
+    shares are of its other episodes (n_episodes), and n_planner_errors says
+    how many were left out.
+    """
     frame = episodes.assign(ending=[ending(s, bool(v)) for s, v in zip(episodes["status"], episodes["success"])])
     found = set(frame["ending"]) if len(frame) else set()
-    endings = list(STATUSES) + sorted(found - set(STATUSES))  # unknown endings are shown, never dropped
+    # Unknown endings are shown, never dropped.
+    endings = [e for e in STATUSES if e != PLANNER_ERROR] + sorted(found - set(STATUSES))
     records = []
     for ablation, benchmark, rows in benchmark_groups(frame, by="ablation"):
         for agent in AGENTS:
-            mine = rows[rows["agent"] == agent]
-            if mine.empty:
+            everything = rows[rows["agent"] == agent]
+            if everything.empty:
                 continue
+            mine = everything[everything["ending"] != PLANNER_ERROR]
             rec = dict(ablation=ablation, benchmark=benchmark, agent=agent, n_episodes=len(mine),
+                       n_planner_errors=len(everything) - len(mine),
                        limit_reached_but_solved=int(((mine["ending"] == "solved") & (mine["status"] != "solved")).sum()))
             counts = mine["ending"].value_counts()
-            rec.update({f"{e}_pct": 100 * counts.get(e, 0) / len(mine) for e in endings})
+            rec.update({f"{e}_pct": 100 * counts.get(e, 0) / len(mine) if len(mine) else float("nan")
+                        for e in endings})
             records.append(rec)
-    return _table(records, ["ablation", "benchmark", "agent", "n_episodes"]
+    return _table(records, ["ablation", "benchmark", "agent", "n_episodes", "n_planner_errors"]
                   + [f"{e}_pct" for e in endings] + ["limit_reached_but_solved"])
 
 
-ONLY_ONE_COLUMNS = ["comparison", "benchmark", "only_code", "tool_lost_on_budget", "tool_ended_before_budget",
-                    "tool_other_ending", "only_tool", "code_lost_on_budget", "code_ended_before_budget",
+ONLY_ONE_COLUMNS = ["comparison", "benchmark",
+                    "only_code", "tool_lost_on_call_budget", "tool_lost_on_other_limit", "tool_ended_before_budget",
+                    "tool_other_ending",
+                    "only_tool", "code_lost_on_call_budget", "code_lost_on_other_limit", "code_ended_before_budget",
                     "code_other_ending"]
 
 
+def _only_one_masks(rows: pd.DataFrame):
+    """(winner, loser, mask of the instances only the winner solved), code first as in the paper."""
+    tool, code = rows["tool_success"].astype(bool), rows["code_success"].astype(bool)
+    return (("code", "tool", code & ~tool), ("tool", "code", tool & ~code))
+
+
 def only_one_solved_table(paired: pd.DataFrame) -> pd.DataFrame:
-    """Of instances only one agent solved: did the other exhaust a limit or stop before one?"""
+    """Of instances only one agent solved, how the other ended (§3.8): it exhausted its LLM-call budget,
+    another limit stopped it first (context window, wall clock), or it stopped before any limit."""
     records = []
     for comparison, benchmark, rows in benchmark_groups(paired):
-        tool, code = rows["tool_success"].astype(bool), rows["code_success"].astype(bool)
         rec = dict(comparison=comparison, benchmark=benchmark)
-        for winner, loser, mask in (("code", "tool", code & ~tool), ("tool", "code", tool & ~code)):
+        for winner, loser, mask in _only_one_masks(rows):
             status = rows.loc[mask, f"{loser}_status"]
-            on_budget, before = int(status.isin(BUDGET_STATUSES).sum()), int(status.isin(EARLY_END_STATUSES).sum())
+            counts = {"lost_on_call_budget": int((status == CALL_BUDGET).sum()),
+                      "lost_on_other_limit": int(status.isin(OTHER_LIMIT_STATUSES).sum()),
+                      "ended_before_budget": int(status.isin(EARLY_END_STATUSES).sum())}
             rec[f"only_{winner}"] = int(mask.sum())
-            rec[f"{loser}_lost_on_budget"] = on_budget
-            rec[f"{loser}_ended_before_budget"] = before
-            rec[f"{loser}_other_ending"] = int(mask.sum()) - on_budget - before
+            rec.update({f"{loser}_{k}": v for k, v in counts.items()})
+            rec[f"{loser}_other_ending"] = int(mask.sum()) - sum(counts.values())
         records.append(rec)
     return _table(records, ONLY_ONE_COLUMNS)
+
+
+ONLY_ONE_INSTANCE_COLUMNS = ["comparison", "benchmark", "suite", "task", "seed", "repeat", "solved_by",
+                             "tool_status", "tool_n_calls", "tool_solved_at_call",
+                             "code_status", "code_n_calls", "code_solved_at_call"]
+
+
+def only_one_solved_instances(paired: pd.DataFrame) -> pd.DataFrame:
+    """Which instances only one agent solved, with both agents' endings (one row per instance and comparison)."""
+    parts = []
+    for comparison in comparison_order(paired["comparison"].unique()) if len(paired) else []:
+        rows = paired[paired["comparison"] == comparison]
+        for winner, _, mask in _only_one_masks(rows):
+            parts.append(rows[mask].assign(solved_by=winner))
+    if not parts:
+        return _table([], ONLY_ONE_INSTANCE_COLUMNS)
+    out = pd.concat(parts)[ONLY_ONE_INSTANCE_COLUMNS]
+    for column in ("tool_n_calls", "tool_solved_at_call", "code_n_calls", "code_solved_at_call"):
+        out[column] = out[column].astype("Int64")  # whole calls, blank where never solved
+    order = {c: k for k, c in enumerate(comparison_order(out["comparison"].unique()))}
+    return (out.assign(_order=out["comparison"].map(order))
+            .sort_values(["_order", "benchmark", "solved_by", "suite", "task", "seed", "repeat"])
+            .drop(columns="_order").reset_index(drop=True))
 
 
 # ---------------------------------------------------------------------------

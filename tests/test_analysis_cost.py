@@ -40,12 +40,26 @@ def test_call_cost_with_cache_and_long_context(priced_db):
         view = con.execute("SELECT dollars FROM call_dollars ORDER BY call_index").fetchall()
         assert [d for (d,) in view] == pytest.approx([0.585, 2.475, 2.72])
         assert con.execute("SELECT dollars FROM instances").fetchall()[0][0] == pytest.approx(0.585 + 2.475 + 2.72)
-        # Re-priced under `cheap` (input 1, cached 0.1, cache write left out: the schema's 0, output 5):
-        # A: 30k*1 + 60k*0.1 + 10k*0 = 36k -> $0.036, + 2k*5 = $0.010: $0.046.
+        # Re-priced under `cheap` (input 1, cached 0.1, cache write left out: billed at the input price 1,
+        # output 5):
+        # A: 30k*1 + 60k*0.1 + 10k*1 = 46k -> $0.046, + 2k*5 = $0.010: $0.056.
         # B: no long-context tier: 100k*1 + 200k*0.1 = 120k -> $0.12, + 1k*5 = $0.005: $0.125.
         # C: 272k*1 = $0.272.
         cheap = call_dollars(con, choose_price_table(config, "cheap"))
-        assert list(cheap["dollars"]) == pytest.approx([0.046, 0.125, 0.272])
+        assert list(cheap["dollars"]) == pytest.approx([0.056, 0.125, 0.272])
+        # The database's prices table (what the views bill under) holds the same filled-in price.
+        assert con.execute("SELECT cache_write FROM prices WHERE model = 'cheap'").fetchall() == [(1.0,)]
+
+
+def test_shipped_openai_tables_bill_cache_writes_as_input():
+    """OpenAI has no cache-write premium: a written token costs what an input token costs, not $0."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    for path in (root / "config.yaml", root / "configs" / "paper.yaml"):
+        tables = price_tables(load_config(path))
+        for model in ("gpt-4.1", "gpt-4o"):
+            assert tables[model].cache_write == tables[model].input, (path.name, model)
 
 
 def test_price_model_choice(priced_db):

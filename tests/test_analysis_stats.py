@@ -18,6 +18,7 @@ dollars = input tokens x 1e-5):
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from agents.errors import CellbenchError
@@ -86,19 +87,40 @@ def test_success_counts_and_exact_mcnemar(study):
     assert stats.mcnemar_exact_p(0, 0) == 1.0
 
 
-def test_newcombe_interval_by_hand():
-    # both a=2, only code b=4, only tool c=1, neither d=1, n=8; z = 1.959964, z^2 = 3.841459.
-    # Wilson denominators 1 + z^2/8 = 1.480182.
-    # p_code = 6/8 = .75: centre (.75 + z^2/16)/1.480182 = .668898,
-    #   half z*sqrt(.75*.25/8 + z^2/256)/1.480182 = .259623 -> (l1, u1) = (.409275, .928521)
-    # p_tool = 3/8 = .375: centre (.375 + z^2/16)/1.480182 = .415551,
-    #   half z*sqrt(.375*.625/8 + z^2/256)/1.480182 = .278707 -> (l2, u2) = (.136844, .694258)
-    # phi = (a*d - b*c)/sqrt((a+b)(c+d)(a+c)(b+d)) = (2 - 4)/sqrt(6*2*3*5) = -.149071
-    # below = sqrt((.75-l1)^2 - 2*phi*(.75-l1)*(u2-.375) + (u2-.375)^2) = .500450
-    # above = sqrt((u1-.75)^2 - 2*phi*(u1-.75)*(.375-l2) + (.375-l2)^2) = .318219
-    # CI = (.375 - .500450, .375 + .318219) = (-.125450, .693219)
-    low, high = stats.paired_difference_ci(both=2, only_code=4, only_tool=1, neither=1)
-    assert (low, high) == pytest.approx((-0.125450, 0.693219), abs=2e-6)
+def test_exact_conditional_interval_by_hand():
+    # only code b = 4, only tool c = 1, n = 8: d = 5 discordant, delta = (d/n)(2 pi - 1) with pi = b/d.
+    # Clopper-Pearson for 4 of 5: the upper end solves P(X >= 5 | pi) = pi^5 = 0.025 -> pi = 0.975^(1/5);
+    # the lower end solves P(X >= 4 | pi) = 5 pi^4 - 4 pi^5 = 0.025.
+    low, high = stats.exact_conditional_ci(only_tool=1, only_code=4, n=8)
+    assert high == pytest.approx(5 / 8 * (2 * 0.975 ** 0.2 - 1))
+    pi_low = (low / (5 / 8) + 1) / 2
+    assert 5 * pi_low ** 4 - 4 * pi_low ** 5 == pytest.approx(0.025)
+    assert np.isnan(stats.exact_conditional_ci(0, 0, 8)[0])
+
+
+def test_success_interval_agrees_with_the_exact_mcnemar_test():
+    # The row: 4 instances only code solved, none only tool: exact p = 2/16 = 0.125.  An
+    # interval that excludes 0 there (Newcombe's did, from 4 neither on) reads "significant" beside it.
+    for neither in (0, 4, 20):
+        low, high = stats.exact_conditional_ci(only_tool=0, only_code=4, n=4 + neither)
+        assert low < 0 < high, neither
+    for only_tool in range(0, 12):
+        for only_code in range(0, 12):
+            p = stats.mcnemar_exact_p(only_tool, only_code)
+            low, high = stats.exact_conditional_ci(only_tool, only_code, n=only_tool + only_code + 10)
+            if only_tool + only_code:
+                assert (low > 0 or high < 0) == (p < 0.05), (only_tool, only_code, p, low, high)
+
+
+def test_success_table_interval_on_a_small_study(tmp_path):
+    root = tmp_path / "episodes"
+    for i in range(8):  # 4 only code, 4 neither
+        write_pair(root, task=f"libero_spatial_swap/{i}", tool=tool_side(5, status="call_budget"),
+                   code=code_side(2, solved_at=2) if i < 4 else code_side(2, status="call_budget"))
+    ingest_traces(root, tmp_path / "t.duckdb")
+    s = row(stats.success_table(load_report_data(tmp_path / "t.duckdb", FLAT).paired), benchmark="libero_pro")
+    assert (s["only_code"], s["only_tool"], s["mcnemar_p"]) == (4, 0, pytest.approx(0.125))
+    assert s["delta_ci_low_pts"] < 0 < s["delta_ci_high_pts"]
 
 
 def test_jointly_solved_means_and_decomposition(study):
@@ -146,15 +168,37 @@ def test_budget_cutoff(study):
 
 def test_only_one_solved_and_endings(study):
     o = row(stats.only_one_solved_table(study.paired), benchmark="libero_pro")
-    # Only code solved i3-i6; tool ended call_budget, call_budget, context_overflow (on its
-    # budget: 3) and gave_up (before it: 1).  Only tool solved i2; code ended call_budget.
-    assert (o["only_code"], o["tool_lost_on_budget"], o["tool_ended_before_budget"], o["tool_other_ending"]) == (4, 3, 1, 0)
-    assert (o["only_tool"], o["code_lost_on_budget"], o["code_ended_before_budget"]) == (1, 1, 0)
+    # Only code solved i3-i6; tool ended call_budget twice (exhausted its LLM-call budget: 2),
+    # context_overflow (another limit, before the call budget: 1) and gave_up (before any limit: 1).
+    # Only tool solved i2; code ended call_budget.
+    assert (o["only_code"], o["tool_lost_on_call_budget"], o["tool_lost_on_other_limit"],
+            o["tool_ended_before_budget"], o["tool_other_ending"]) == (4, 2, 1, 1, 0)
+    assert (o["only_tool"], o["code_lost_on_call_budget"], o["code_lost_on_other_limit"],
+            o["code_ended_before_budget"]) == (1, 1, 0, 0)
     e = row(stats.endings_table(study.episodes), benchmark="libero_pro", agent="tool")
-    # Nine tool episodes: solved 3, call_budget 2, context_overflow, gave_up, error, planner_error 1 each.
-    assert e["n_episodes"] == 9
-    assert e["solved_pct"] == pytest.approx(100 * 3 / 9) and e["call_budget_pct"] == pytest.approx(100 * 2 / 9)
-    assert e["planner_error_pct"] == pytest.approx(100 / 9)
+    # Nine tool episodes, one a planner_error: left out of the denominator and counted beside it.
+    # Of the other eight: solved 3, call_budget 2, context_overflow, gave_up, error 1 each.
+    assert (e["n_episodes"], e["n_planner_errors"]) == (8, 1)
+    assert e["solved_pct"] == 100 * 3 / 8 and e["call_budget_pct"] == 100 * 2 / 8
+    assert e["context_overflow_pct"] == e["gave_up_pct"] == e["error_pct"] == 100 / 8
+    assert "planner_error_pct" not in e
+    c = row(stats.endings_table(study.episodes), benchmark="libero_pro", agent="code")
+    assert (c["n_episodes"], c["n_planner_errors"], c["solved_pct"]) == (9, 0, 100 * 7 / 9)
+
+
+def test_only_one_solved_instances_lists_both_endings(study):
+    t = stats.only_one_solved_instances(study.paired)
+    got = [(r["task"], r["solved_by"], r["tool_status"], r["tool_n_calls"], r["code_status"], r["code_n_calls"],
+            None if pd.isna(r["code_solved_at_call"]) else r["code_solved_at_call"]) for r in t.to_dict("records")]
+    assert got == [
+        ("libero_spatial_swap/3", "code", "call_budget", 5, "solved", 2, 2),
+        ("libero_spatial_swap/4", "code", "call_budget", 5, "solved", 2, 2),
+        ("libero_spatial_swap/5", "code", "context_overflow", 5, "solved", 2, 2),
+        ("libero_spatial_swap/6", "code", "gave_up", 5, "solved", 2, 2),
+        ("libero_spatial_swap/2", "tool", "solved", 4, "call_budget", 6, None),
+    ]
+    tables = {table.name: table for table in build_tables(study)}
+    assert tables["only_one_solved_instances"].frame.equals(t)
 
 
 def test_cell_stats_and_cost(study):

@@ -118,7 +118,7 @@ prices:
 def write_config(path: Path, price_model: str = "astra") -> Path:
     """A valid project config with three price tables ($/M tokens):
     astra (the paper's prices, long-context tier at 272k: input x2, output x1.5),
-    cheap (no cache-write price: the schema's default 0), flat (10 per input token, nothing else)."""
+    cheap (no cache-write price: writes billed at its input price), flat (10 per input token, nothing else)."""
     path = Path(path)
     path.write_text(CONFIG_TEMPLATE.format(price_model=price_model))
     return path
