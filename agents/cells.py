@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from agents.feedback import TASK_COMPLETE
 from robots.robot import EpisodeFinished
 
 OUTPUT_HEAD = 2000
@@ -63,7 +64,7 @@ class CellNamespace:
                         print(repr(value))
             except EpisodeFinished:
                 finished = True
-                print("[runtime] The task is already solved: the cell was ended before the next acting primitive.")
+                print(TASK_COMPLETE)  # the words a tool call refused after success returns
             except SyntaxError as e:
                 exc_name = "SyntaxError"
                 print("".join(traceback.format_exception_only(type(e), e)).rstrip())

@@ -42,7 +42,8 @@ def spec_from_args(args, config: dict[str, Any] | None) -> tuple[EpisodeSpec, di
         planner_cfg["model"] = args.model
     if args.ablation not in ABLATION_EFFECTS:
         raise CellbenchError(f"unknown ablation {args.ablation!r}; known: {', '.join(ABLATION_EFFECTS)}")
-    passthrough = {k: v for k, v in episode.items() if k not in DEFAULT_EPISODE and k not in ("context_window",)}
+    passthrough = {k: v for k, v in episode.items()
+                   if k not in DEFAULT_EPISODE and k not in ("context_window", "stop_on_success")}
     spec = EpisodeSpec(
         benchmark=args.benchmark,
         task=args.task,
@@ -59,6 +60,7 @@ def spec_from_args(args, config: dict[str, Any] | None) -> tuple[EpisodeSpec, di
         vla=episode["vla"],
         vla_failure_prob=float(episode["vla_failure_prob"]),
         extra=passthrough,
+        stop_on_success=bool(episode.get("stop_on_success", False)),
     )
     return spec, planner_cfg
 

@@ -182,7 +182,7 @@ class RuntimeClient:
 
     def request(self, verb: str, *args) -> Any:
         if self.deadline - time.monotonic() <= 0:
-            self.kill()
+            # The child is idle between requests: it stays alive, so the episode can still read the check.
             raise RuntimeTimeout("wall clock exhausted")
         self._sock.settimeout(None)
         try:
@@ -360,32 +360,41 @@ class RuntimeServer:
         return rows, shown
 
     def call_tool(self, name: str, args: dict[str, Any]) -> ActionResult:
-        import json
+        """One primitive by name; every exception it raises is this call's result, as a cell's traceback is.
 
+        Bad arguments (ValueError/TypeError) and failures inside the robot
+        stack alike (an openpi ConnectionError, a backend's RuntimeError) come
+        back as `feedback.error_text`; the episode goes on.
+        """
+        from agents import feedback
         from robots.robot import EpisodeFinished
         from robots.results import summarize
 
-        exception, finished = None, False
+        exception, refused, payload = None, False, None
         try:
-            result = self.robot.call(name, args)
-            text = json.dumps(summarize(result))
+            payload = summarize(self.robot.call(name, args))
         except EpisodeFinished:
-            finished, text = True, "The task is already solved; the action was not run."
-        except (ValueError, TypeError) as e:
-            exception, text = type(e).__name__, f"Error: {e}"
+            refused = True
+        except Exception as e:  # noqa: BLE001 - the planner reads it, as the code agent reads a traceback
+            exception, payload = type(e).__name__, feedback.error_text(e)
         rows, images = self._drain()
-        # A call rejected with an error did not act: it gets the error alone, no state and no camera images.
-        acting = exception is None and any(r["acting"] for r in rows)
-        if acting and self.auto_cameras:
+        # A call refused before the simulator stepped did not act: its error alone, no state, no images.
+        acted = any(r["acting"] for r in rows)
+        if acted and self.auto_cameras:
             images += [(c, png_bytes(self.robot.backend.render(c, "rgb", self.robot.show_size))) for c in self.auto_cameras]
-        if acting:
-            text = json.dumps({"result": json.loads(text) if text.startswith(("{", "[")) else text, "state": self.robot.state_summary()})
-        return ActionResult(text, images, rows, self.robot.backend.success(), exception, finished)
+        success = self.robot.backend.success()
+        state = self.robot.state_summary() if acted else None
+        text = feedback.tool_result(payload, acted=acted, success=success, state=state, refused=refused)
+        return ActionResult(text, images, rows, success, exception, refused)
 
     def exec_cell(self, code: str) -> ActionResult:
+        from agents import feedback
+
         out = self.namespace.run(code)
         rows, images = self._drain()
-        return ActionResult(out.output, images, rows, self.robot.backend.success(), out.exception, out.finished)
+        success = self.robot.backend.success()
+        text = feedback.cell_output(out.output, acted=any(r["acting"] for r in rows), refused=out.finished, success=success)
+        return ActionResult(text, images, rows, success, out.exception, out.finished)
 
     def success(self) -> bool:
         return self.robot.backend.success()

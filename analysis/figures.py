@@ -1,4 +1,4 @@
-"""The paper's figures (1, 3, 5, 6, 7) from the traces database, as PNG and PDF, byte-for-byte reproducible.
+"""The paper's figures (1, 3, 5, 6, 7, and 8: input tokens by source) from the traces database, as PNG and PDF, byte-for-byte reproducible.
 
 Every figure reads `analysis.report.load_report_data` (strict pairing, calls
 priced under the chosen table) and draws one comparison: by default the main
@@ -25,7 +25,7 @@ from matplotlib.patches import Rectangle  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator  # noqa: E402
 
 from agents.errors import CellbenchError  # noqa: E402
-from analysis import stats  # noqa: E402
+from analysis import stats, token_sources  # noqa: E402
 from analysis.cost import PriceTable  # noqa: E402
 from analysis.report import ReportData, compact_number, load_report_data  # noqa: E402
 
@@ -379,6 +379,59 @@ def fig7_tokens_per_call(data: ReportData, comparison: str | None = None) -> plt
 
 
 # ---------------------------------------------------------------------------
+# Fig. 8: where the input tokens go
+
+#: One colour per token source, in prompt order (fixed: no palette state between figures).
+SOURCE_COLORS = dict(zip(token_sources.SOURCE_LABELS, (
+    "#4c72b0", "#8172b3", "#64b5cd", "#937860", "#dd8452", "#c44e52", "#da8bc3", "#55a868")))
+
+
+def fig8_input_sources(data: ReportData, comparison: str | None = None) -> plt.Figure:
+    """Input tokens of each LLM call by source, stacked, tool calling beside code, on the jointly solved
+    instances (the decomposition's): mean over the episodes still running at each call."""
+    comparison, paired = _of_comparison(data, comparison)
+    joint = stats.jointly_solved(paired)
+    sources = data.sources if data.sources is not None else pd.DataFrame(columns=["trace_dir"])
+    benchmarks = _benchmarks(joint) or ["–"]
+    fig, axes = plt.subplots(len(benchmarks), 2, figsize=(11, 3.6 * len(benchmarks) + 0.8), squeeze=False,
+                             sharey="row")
+    for row, benchmark in zip(axes, benchmarks):
+        rows = joint[joint["benchmark"] == benchmark]
+        means = {a: token_sources.mean_sources_by_call(sources, rows[f"{a}_trace_dir"]) for a in stats.AGENTS}
+        longest = max([1] + [int(m.index.max()) for m in means.values() if len(m)])
+        per_call = {}
+        for ax, agent in zip(row, stats.AGENTS):
+            mean = means[agent]
+            if mean.empty:
+                _no_data(ax, f"{_label(benchmark)}, {AGENT_LABELS[agent]}:\nno jointly solved episode "
+                             "with a token breakdown")
+                continue
+            x = mean.index.to_numpy()
+            ax.stackplot(x, [mean[name].to_numpy() for name in token_sources.SOURCE_LABELS],
+                         colors=list(SOURCE_COLORS.values()), alpha=0.92, lw=0)
+            # Tokens per call over the episodes' calls: the decomposition's per-call measure, by source.
+            chosen = sources[sources["trace_dir"].isin(set(rows[f"{agent}_trace_dir"]))]
+            per_call[agent] = chosen["total"].mean()
+            _call_axis(ax, longest, max_ticks=10)
+            ax.yaxis.set_major_formatter(_TOKENS)
+            ax.set_xlabel("LLM call")
+            ax.set_title(f"{_label(benchmark)}: {AGENT_LABELS[agent]} (n = {len(rows)}, "
+                         f"{compact_number(per_call[agent])} tokens per call)")
+        row[0].set_ylabel("Input tokens of the call")
+        if len(per_call) == 2 and per_call["code"]:
+            row[1].text(0.98, 0.97, f"tokens per call, tool / code: {per_call['tool'] / per_call['code']:.2f}×",
+                        transform=row[1].transAxes, ha="right", va="top", fontsize=9,
+                        bbox=dict(boxstyle="round", fc="white", ec="0.8"))
+    handles = [Rectangle((0, 0), 1, 1, color=SOURCE_COLORS[k], label=label)
+               for k, label in token_sources.SOURCE_LABELS.items()]
+    fig.legend(handles=handles[::-1], loc="lower center", ncol=4, frameon=False, bbox_to_anchor=(0.5, -0.01))
+    fig.suptitle(f"Where the input tokens go, {comparison} (jointly solved instances; mean over the episodes "
+                 "still running at each call)", fontsize=11)
+    fig.tight_layout(rect=(0, 0.09 if len(benchmarks) == 1 else 0.05, 1, 1))
+    return fig
+
+
+# ---------------------------------------------------------------------------
 
 FIGURES = {
     "fig1_success": fig1_success,
@@ -388,6 +441,7 @@ FIGURES = {
     "fig5_decomposition": fig5_decomposition,
     "fig6_timeline": fig6_timeline,
     "fig7_tokens_per_call": fig7_tokens_per_call,
+    "fig8_input_sources": fig8_input_sources,
 }
 
 

@@ -128,3 +128,37 @@ def test_episode_stores_the_breakdown_of_the_prompt_the_planner_got(tmp_path):
         assert row["input_sources"] == asdict(input_sources(messages, tools))
     assert rows[1]["input_sources"]["newest_observation"] > 0 and rows[1]["input_sources"]["history_assistant"] > 0
     assert rows[0]["input_sources"]["newest_observation"] == 0
+
+
+def test_tables_and_stacked_figure_follow_the_breakdown(tmp_path):
+    """Shares are of the counted tokens; the figure's stack tops are the calls' counted totals."""
+    from analysis.cost import choose_price_table, load_config
+    from analysis.figures import fig8_input_sources
+    from analysis.report import build_tables, load_report_data
+
+    def sources(n):  # grows with the call like a tool-calling history
+        return InputSources(system=100, tools_api=1000, task=50, images=255 * n, n_images=n,
+                            history_assistant=10 * (n - 1), history_results=30 * (n - 1), newest_observation=20,
+                            total=1170 + 255 * n + 40 * (n - 1))
+
+    root = tmp_path / "episodes"
+    tool_calls = [tf.call(i, input_tokens=sources(i).total, cached=1024 if i > 1 else 0, input_sources=sources(i))
+                  for i in (1, 2, 3)]
+    tf.write_pair(root, tool=dict(success=True, solved_at_call=3, calls=tool_calls),
+                  code=dict(success=True, solved_at_call=1,
+                            calls=[tf.call(1, input_tokens=1425, action_kind="cell", input_sources=sources(1))]))
+    ingest_traces(root, tmp_path / "db.duckdb")
+    data = load_report_data(tmp_path / "db.duckdb", choose_price_table(load_config(tf.write_config(tmp_path / "c.yaml")), None))
+    by_name = {t.name: t.frame for t in build_tables(data)}
+    tool = by_name["input_sources"].set_index("agent").loc["tool"]
+    total = sum(sources(i).total for i in (1, 2, 3))
+    assert tool["images_pct"] == 100 * 255 * 6 / total and tool["n_calls"] == 3
+    assert tool["counted_tokens_per_call"] == tool["input_tokens_per_call"] == total / 3
+    cached = by_name["cached_share"].set_index("agent")
+    assert cached.loc["tool", "cached_pct"] == 100 * 2048 / total and cached.loc["code", "cached_pct"] == 0
+
+    fig = fig8_input_sources(data)
+    tool_ax = fig.axes[0]
+    assert len(tool_ax.collections) == len(INPUT_SOURCES)
+    top = tool_ax.collections[-1].get_paths()[0].vertices[:, 1].max()
+    assert top == sources(3).total

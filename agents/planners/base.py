@@ -45,6 +45,14 @@ class PlannerError(RuntimeError):
         self.errors = errors or []
 
 
+class RequestRejected(PlannerError):
+    """The provider refused the request for what the conversation holds (a 4xx other than auth,
+    rate limit or a missing model): the episode ends as `error` with the provider's message, not
+    as `planner_error` - rerunning would send the same conversation and meet the same refusal.
+    (A subclass so that code catching PlannerError still sees every endpoint failure; the episode
+    loop catches this one first.)"""
+
+
 class ContextOverflow(RuntimeError):
     """The prompt no longer fits the model's context window."""
 

@@ -26,7 +26,10 @@ one is counted in the reply: 408/409/429/5xx, timeouts, dropped connections,
 bodies that are not JSON and responses without a usable choice are retried
 with exponential backoff and jitter (a Retry-After header is honoured up to
 `backoff_max_s`).  Other 4xx are not retried: a context-length 400 raises
-`ContextOverflow`, the rest `PlannerError`.
+`ContextOverflow`; a 400/413/415/422 that the conversation causes (a bad
+request: rerunning would send it again) raises `RequestRejected` with the
+provider's message, and the episode ends as `error`; the rest (401/403 keys,
+404 a model name, ...) raise `PlannerError`: fix the setting, rerun.
 """
 from __future__ import annotations
 
@@ -39,11 +42,13 @@ from typing import Any, Callable
 import openai
 
 from agents.errors import CellbenchError
-from agents.planners.base import ContextOverflow, PlannerError, PlannerReply, ToolCall
+from agents.planners.base import ContextOverflow, PlannerError, PlannerReply, RequestRejected, ToolCall
 from agents.records import Usage
 
 #: HTTP statuses worth another try: timeouts, lock conflicts, rate limits, server faults.
 RETRY_STATUSES = frozenset({408, 409, 429})
+#: HTTP statuses the request's content causes (bad request, too large, unsupported media, unprocessable).
+CONVERSATION_STATUSES = frozenset({400, 413, 415, 422})
 
 #: Provider wordings of "the prompt does not fit" (OpenAI, vLLM, SGLang, Anthropic-style gateways).
 _CONTEXT_LENGTH = re.compile(
@@ -179,7 +184,8 @@ class OpenAIPlanner:
 
         `latency_s` is the wall time of the whole call, retries and backoff
         included; `retries` counts the failed attempts before the reply.
-        Raises ContextOverflow, or PlannerError once `max_retries` retries
+        Raises ContextOverflow, RequestRejected for a request the provider
+        refuses for its content, or PlannerError once `max_retries` retries
         have failed (its `retries` = retries made, `errors` = every failure).
         """
         params = self.request_params(messages, tools)
@@ -216,6 +222,9 @@ class OpenAIPlanner:
             return _retry_after(exc.response.headers)
         if _is_context_length(exc):
             raise ContextOverflow(errors[-1]) from exc
+        if status in CONVERSATION_STATUSES:
+            raise RequestRejected(f"{self.model} rejected the request: {errors[-1]}", retries=len(errors) - 1,
+                                  errors=errors) from exc
         raise PlannerError(f"{self.model}: {errors[-1]}", retries=len(errors) - 1, errors=errors) from exc
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
