@@ -2,9 +2,21 @@
 
 The loop makes one LLM call at a time, executes one tool call of the reply in
 the runtime child (a primitive for tool calling, a cell for code), appends
-the result to the conversation, and stops on the first of: task solved,
-`finish`, call budget, wall clock, context window, planner failure, runtime
-crash.  Success is always the benchmark's own check at the end.
+the result to the conversation, and stops on the first of: `finish`, call
+budget, wall clock, context window, planner failure, a request the provider
+rejects, runtime crash - not on the first success (paper §3.4 counts the calls
+after it: both interfaces report the success flag after acting and refuse
+acting primitives once the task is complete, see `agents.feedback`, and the
+planner ends the episode itself).  `EpisodeSpec.stop_on_success` ends it at
+the first success instead (the cheaper, non-paper protocol).
+
+Success is always the benchmark's own check at the end, read whenever the
+simulator is still alive (after a wall-clock or error ending too).  Status:
+an episode that ended by `finish`, the call budget, the wall clock or the
+context window with that check true is `solved`; otherwise the status names
+the ending (`gave_up` for `finish`).  `error` and `planner_error` stay what
+they are whatever the check says (`success` still records it).
+`solved_at_call` is the call after which the check first held.
 """
 from __future__ import annotations
 
@@ -15,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agents.errors import CellbenchError
-from agents.planners.base import ContextOverflow, PlannerError, PlannerReply
+from agents.planners.base import ContextOverflow, PlannerError, PlannerReply, RequestRejected
 from agents.prompts import load_prompts
 from agents.records import CallRecord, EpisodeRecord, PrimitiveRecord, Usage
 from agents.runtime import ActionResult, RuntimeClient, RuntimeDied, RuntimeLimits, RuntimeTimeout
@@ -39,6 +51,8 @@ def auto_cameras(n_arms: int, n_images: int) -> tuple[str, ...]:
     """The cameras the tool agent sees after every move."""
     return (TWO_ARM_AUTO_CAMERAS if n_arms > 1 else AUTO_CAMERAS)[:n_images]
 INIT_TIMEOUT_S = 600.0
+#: Endings that become `solved` when the benchmark's check holds at the end (see the module docstring).
+SOLVABLE_ENDINGS = ("solved", "gave_up", "call_budget", "wall_clock", "context_overflow")
 
 FINISH_TOOL = {
     "type": "function",
@@ -91,6 +105,9 @@ class EpisodeSpec:
     config_hash: str = ""
     limits: RuntimeLimits | None = None
     """Resource limits of the runtime child (None: RuntimeLimits' defaults)."""
+    stop_on_success: bool = False
+    """End the episode at the first call after which the check holds (False: the paper's protocol, the
+    planner ends it with `finish` and its calls after success are counted)."""
 
 
 def _count_images(messages: list[dict[str, Any]]) -> int:
@@ -176,15 +193,27 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
             except ContextOverflow as e:
                 status, error = "context_overflow", str(e)
                 break
+            except RequestRejected as e:
+                # The conversation itself was refused (a 4xx that is not auth or rate limit): rerunning
+                # would meet the same refusal, so it is an ending, not an infrastructure failure.
+                status, error = "error", str(e)
+                calls.append(_failed_call(call_index, t_call, images_in, e))
+                trace.call(calls[-1])
+                break
             except PlannerError as e:
                 status, error = "planner_error", str(e)
                 calls.append(_failed_call(call_index, t_call, images_in, e))
                 trace.call(calls[-1])
                 break
-            if spec.context_window and reply.usage.input_tokens > spec.context_window:
-                status, error = "context_overflow", f"prompt of {reply.usage.input_tokens} tokens exceeds {spec.context_window}"
-                break
             total = total + reply.usage
+            if spec.context_window and reply.usage.input_tokens > spec.context_window:
+                # The provider answered and billed this call: on record, its action not run.
+                status, error = "context_overflow", f"prompt of {reply.usage.input_tokens} tokens exceeds {spec.context_window}"
+                rec = _unexecuted_call(call_index, t_call, images_in, reply, "ContextOverflow", error)
+                rec.success_after, rec.input_sources = last_success, sources
+                calls.append(rec)
+                trace.call(rec)
+                break
             interrupted = None
             try:
                 rec, result = _act(spec, reply, messages, runtime, trace, call_index, image_refs)
@@ -215,7 +244,7 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
                 raise interrupted
             if last_success and solved_at is None:
                 solved_at = call_index
-            if last_success:
+            if last_success and spec.stop_on_success:
                 status = "solved"
                 break
             if rec.action_kind == "finish":
@@ -228,7 +257,7 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
     except RuntimeDied as e:
         status, error = "error", str(e)
     final_success = last_success
-    if status not in ("wall_clock", "error"):
+    if runtime.proc.poll() is None:  # the simulator is alive (a wall clock between calls, a rejected request...)
         try:
             runtime.deadline = time.monotonic() + 60
             final_success = bool(runtime.request("success"))
@@ -237,6 +266,8 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
     runtime.close()
     if final_success and solved_at is None and calls:
         solved_at = calls[-1].call_index
+    if final_success and status in SOLVABLE_ENDINGS:
+        status = "solved"
     trace.transcript(messages, image_refs)
     from agents.provenance import code_version, package_versions
 
@@ -314,7 +345,8 @@ def _opening(spec, card, caps, effects, first_images, image_refs, trace):
 
 def _act(spec, reply, messages, runtime, trace, call_index, image_refs):
     """Execute the first tool call of a reply; answer every tool call so the conversation stays valid."""
-    assistant: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    # "" and not None: OpenAI answers 400 to an assistant message with null content and no tool call.
+    assistant: dict[str, Any] = {"role": "assistant", "content": reply.text or ""}
     if reply.tool_calls:
         assistant["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls
@@ -368,7 +400,8 @@ def _act(spec, reply, messages, runtime, trace, call_index, image_refs):
         elif spec.agent == "tool" and call.name != "python":
             rec.action_kind = "tool"
             result = request("call_tool", call.name, args)
-            rec.action_kind = "malformed" if result.exception else "tool"
+            # Bad arguments are a malformed call; a failure inside the robot stack is the primitive's result.
+            rec.action_kind = "malformed" if result.exception in ("ValueError", "TypeError") else "tool"
             text = result.text
         else:
             rec.action_kind, rec.exception = "malformed", "UnknownTool"
@@ -390,11 +423,26 @@ def _act(spec, reply, messages, runtime, trace, call_index, image_refs):
     return rec, result
 
 
+def _unexecuted_call(call_index: int, t_call: float, images_in: int, reply: PlannerReply, exception: str,
+                     error: str) -> CallRecord:
+    """The row of a call the provider answered (and billed) whose action the episode did not run."""
+    call = reply.tool_calls[0] if reply.tool_calls else None
+    return CallRecord(
+        call_index=call_index, started_at=t_call, latency_s=reply.latency_s, images_in_prompt=images_in,
+        usage_source=reply.usage_source, raw_usage=reply.raw_usage, images_returned=0, action_kind="none",
+        tool_name=call.name if call else None, tool_args=None, cell_hash=None, n_primitives=0, n_acting=0,
+        exception=exception, success_after=False, retries=reply.retries, error=error,
+        retry_errors=list(reply.retry_errors) or None, tool_calls_in_reply=len(reply.tool_calls),
+        **{k: getattr(reply.usage, k) for k in ("input_tokens", "cached_input_tokens", "cache_write_tokens",
+                                                 "output_tokens", "reasoning_tokens")},
+    )
+
+
 def _failed_call(call_index: int, t_call: float, images_in: int, e: PlannerError) -> CallRecord:
     return CallRecord(
         call_index=call_index, started_at=t_call, latency_s=time.time() - t_call, input_tokens=0,
         cached_input_tokens=0, cache_write_tokens=0, output_tokens=0, reasoning_tokens=0, usage_source="provider",
         raw_usage={}, images_in_prompt=images_in, images_returned=0, action_kind="none", tool_name=None,
-        tool_args=None, cell_hash=None, n_primitives=0, n_acting=0, exception="PlannerError", success_after=False,
+        tool_args=None, cell_hash=None, n_primitives=0, n_acting=0, exception=type(e).__name__, success_after=False,
         retries=e.retries, error=str(e), retry_errors=list(e.errors) or None,
     )

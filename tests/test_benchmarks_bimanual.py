@@ -279,16 +279,25 @@ def test_vla_stand_in_fails_honestly_when_told_to(lift_backend):
 
 
 def test_scripted_tool_agent_makes_as_many_attempts_as_the_code_cells():
-    """The code cells try the two-arm procedure CODE_ATTEMPTS times (the driver cell's loop, then CELL_RETRY);
-    the tool agent, against a robot that never holds anything, makes the same number of attempts."""
+    """The tool agent runs the code cells' own text one primitive per call (the driver cell's loop, then
+    RETRY_CELL): against a robot that never holds anything it makes the same ATTEMPTS attempts."""
     import json as _json
 
-    from agents.planners.scripted_bimanual import (CELL_DRIVER, CELL_RETRY, CODE_ATTEMPTS, LIFT_OBJECTS,
-                                                   BimanualToolMind)
+    from agents.planners.scripted import CodeMind, ToolMind
+    from agents.planners.scripted_bimanual import ATTEMPTS, LIFT_OBJECTS, RETRY_CELL
+    from robots.api_docs import tool_schemas
+    from robots.robot import TWO_ARMS
 
-    assert "range({driver_tries})" in CELL_DRIVER and CELL_RETRY.count("attempt()") == 1
-    mind = BimanualToolMind("Task: lift the pot with both arms\nObjects in the scene: " + ", ".join(LIFT_OBJECTS),
-                            has_vla=False)
+    card = "Task: lift the pot with both arms\nObjects in the scene: " + ", ".join(LIFT_OBJECTS)
+    cells = []
+    code = CodeMind(card, has_vla=False, two_arms=True)
+    for _ in range(5):
+        name, args, _ = code.step("attempt failed")
+        if name == "finish":
+            break
+        cells.append(args["code"])
+    assert cells[-1] == RETRY_CELL and f"range({ATTEMPTS - 1})" in cells[0]
+    mind = ToolMind(card, has_vla=False, tools=tool_schemas((TWO_ARMS,), include_show=False), two_arms=True)
     result, located = None, []
     for _ in range(300):
         name, args, _ = mind.step(result)
@@ -297,9 +306,10 @@ def test_scripted_tool_agent_makes_as_many_attempts_as_the_code_cells():
         if name == "locate":
             located.append(args["name"])
             y = -0.2 if args["name"].endswith("0") else 0.2
-            result = _json.dumps({"result": {"found": True, "position": [0.0, y, 0.85], "extent": [0.02, 0.1, 0.02],
-                                             "top_z": 0.86}})
+            result = _json.dumps({"found": True, "position": [0.0, y, 0.85], "extent": [0.02, 0.1, 0.02], "top_z": 0.86})
+        elif name == "state":
+            result = _json.dumps({"holding": False, "eef_pos": [0.0, 0.0, 1.0], "eef_yaw": 0.0})
         else:
-            result = _json.dumps({"result": {"holding": False, "reached": True}})
+            result = _json.dumps({"result": {"holding": False, "reached": True}, "state": {}, "task_success": False})
     assert name == "finish" and "three times" in args["summary"]
-    assert located.count("pot_handle0") == CODE_ATTEMPTS == 3
+    assert located.count("pot_handle0") == ATTEMPTS == 3

@@ -187,7 +187,8 @@ def test_scripted_cells_make_the_same_spatial_choice_in_python():
     import contextlib
     import io
 
-    from agents.planners.scripted import CELL_GOALS, SIDE_FN, locate_and_choose_cell, parse_task, plan_subgoals
+    from agents.planners.scripted import locate_and_choose_cell, parse_task, plan_subgoals
+    from agents.planners.strategy import choose_by_side, library
 
     at = dict(LOCATED_5)
     for instruction, obj, target in (("put the red mug on the right plate", "red_coffee_mug_1", "plate_2"),
@@ -195,13 +196,13 @@ def test_scripted_cells_make_the_same_spatial_choice_in_python():
         env = {"robo": _FakeRobo(at)}
         with contextlib.redirect_stdout(io.StringIO()):
             exec(locate_and_choose_cell(parse_task(instruction, LIVING_ROOM_5)), env)
-        assert (env["obj"], env["plan_target"]) == (obj, target), instruction
+        assert (env["obj"], env["target"]) == (obj, target), instruction
     # Mirror the scene: the cell decides from what it located, not from the names.
     mirrored = {n: (x, -y, z) for n, (x, y, z) in at.items()}
     env = {"robo": _FakeRobo(mirrored)}
     with contextlib.redirect_stdout(io.StringIO()):
         exec(locate_and_choose_cell(parse_task("put the red mug on the right plate", LIVING_ROOM_5)), env)
-    assert env["plan_target"] == "plate_1"
+    assert env["target"] == "plate_1"
 
     # The composite cell (libero_10/4), built as CodeMind builds it.
     from agents.planners.scripted import CodeMind
@@ -210,14 +211,13 @@ def test_scripted_cells_make_the_same_spatial_choice_in_python():
             "Objects in the scene: " + ", ".join(LIVING_ROOM_5))
     mind = CodeMind(card, has_vla=False)
     name, args, _ = mind.step(None)
-    assert name == "python" and args["code"].startswith(SIDE_FN)
+    assert name == "python" and args["code"].startswith(library(choose_by_side))
     env = {"robo": _FakeRobo(at)}
     with contextlib.redirect_stdout(io.StringIO()):
         exec(args["code"], env)
     assert [(g["obj"], g["target"]) for g in env["goals"]] == [("porcelain_mug_1", "plate_1"),
                                                                  ("white_yellow_mug_1", "plate_2")]
     assert [g.plan.target_side for g in plan_subgoals(mind.instruction, LIVING_ROOM_5)] == ["left", "right"]
-    assert CELL_GOALS  # imported for the reader: the cell text is CELL_GOALS after SIDE_FN
 
 
 def test_scripted_tool_agent_carries_to_the_located_right_plate():
@@ -236,7 +236,7 @@ def test_scripted_tool_agent_carries_to_the_located_right_plate():
         elif name == "set_gripper":
             result = _json.dumps({"result": {"holding": args["action"] == "close"}})
         elif name == "state":
-            result = _json.dumps({"result": {"holding": True}})
+            result = _json.dumps({"holding": True, "eef_pos": moves[-1] if moves else [0.0, 0.0, 1.0]})
         elif name == "move_to":
             moves.append(args["xyz"])
             result = _json.dumps({"result": {"reached": True}})
@@ -271,12 +271,11 @@ def _drive_failing(mind, max_calls: int = 200, at=None) -> list[tuple[str, dict]
 
 
 def test_scripted_tool_agent_is_as_persistent_as_the_code_cells():
-    """Same retries in both interfaces: the code agent's pick-and-place cell tries MAX_PICK_TRIES times and its
-    retry cell once more; a composite's cells do every sub-goal, then one round over the unfinished ones with one
-    VLA try each (RETRY_GOALS).  The tool agent does the same, one primitive per call."""
-    from agents.planners.scripted import CELL_RETRY, MAX_PICK_TRIES, MAX_VLA_TRIES, RETRY_GOALS, ToolMind
+    """Same retries in both interfaces (the tool agent runs the code cells' text one primitive per call): a
+    pick-and-place cell of MAX_PICK_TRIES tries and a retry cell of one; a composite's cells do every sub-goal,
+    then one round over the unfinished ones with one VLA try each."""
+    from agents.planners.scripted import MAX_PICK_TRIES, MAX_VLA_TRIES, ToolMind
 
-    assert CELL_RETRY.count("pick_and_place(") == 1 and "vla_tries=1" in RETRY_GOALS
     objects = "\nObjects in the scene: " + ", ".join(LIVING_ROOM_5)
     single = _drive_failing(ToolMind("Task: put the red mug on the right plate" + objects, has_vla=False))
     grasps = [a for n, a in single if n == "set_gripper" and a["action"] == "close"]
@@ -435,6 +434,8 @@ def _drive_holding(mind, scene) -> list[list[float]]:
             result = _json.dumps({"result": {"found": True, "position": list(p), "extent": list(ext), "top_z": top}})
         elif name == "release":
             return moves
+        elif name == "state":
+            result = _json.dumps({"holding": True, "eef_pos": moves[-1] if moves else [0.0, 0.0, 1.0]})
         else:
             moves += [args["xyz"]] if name == "move_to" else []
             result = _json.dumps({"result": {"holding": True, "reached": True}})
@@ -563,7 +564,8 @@ def test_aim_held_carries_the_object_not_the_gripper_over_the_target():
     """A mug pinched by one wall hangs off the gripper; aim_held, given its located box centre (as `locate`
     measures it) and the gripper's position, puts that centre over the target; an object held as grasped, or
     a bowl pinched by its rim as planned, keeps the plain spot."""
-    from agents.planners.scripted import AIM_FN, CELL_PICK_PLACE_FN, aim_held
+    from agents.planners.scripted import aim_held, pick_place_cell
+    from agents.planners.strategy import library
     from robots.perception import summarize_points
 
     target = (0.0, 0.30)
@@ -586,7 +588,7 @@ def test_aim_held_carries_the_object_not_the_gripper_over_the_target():
     # A look far off the gripper (another object, a bad mask) is not trusted.
     assert aim_held(0.0, 0.30, 0.0, (0.3, -0.1, 0.6), (0.1, -0.1, 0.7)) == (0.0, 0.30)
     # The cells carry the same source.
-    assert AIM_FN.replace("{", "{{").replace("}", "}}") in CELL_PICK_PLACE_FN
+    assert library(aim_held) in pick_place_cell()
 
 
 def test_scripted_minds_both_look_at_the_held_object_before_carrying():

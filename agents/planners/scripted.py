@@ -16,20 +16,33 @@ fresh `locate`, because the benchmark's check only turns true once every goal
 holds.  Sub-goals that are not pick-and-place (open, close, turn on/off) go to
 the VLA; where it cannot do them the episode ends honestly.
 
+The strategy is written once (`agents.planners.strategy`, plain Python over a
+`robo`-shaped API) and cut into steps, each a cell.  The code mind sends each
+step as a `python` cell; the tool mind runs the very same cell text against a
+proxy `robo` whose every primitive is one tool call
+(`agents.planners.tool_proxy`).  The step that follows depends only on the
+step's output, read the same way in both.  So the two interfaces make the
+same attempts, retries and checks by construction; only their cost differs.
+Both read the success flag the interfaces report after acting
+(`agents.feedback`) and then call finish, as the paper's agents do.
+
 Token usage is *estimated* from the exact serialized prompt with a real BPE
 tokenizer, the image-token formula and a prefix-cache model
 (`agents.usage.UsageEstimator`); every call is marked `usage_source='estimated'`.
 """
 from __future__ import annotations
 
-import inspect
 import json
 import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.feedback import parse_success_line
+from agents.planners import strategy
 from agents.planners.base import PlannerReply, ToolCall
+from agents.planners.strategy import aim_held, beside_placed, beside_spot, choose_by_side  # noqa: F401  (re-exported)
+from agents.planners.tool_proxy import CellAsToolCalls, new_namespace
 
 MAX_VLA_TRIES = 2
 MAX_PICK_TRIES = 2
@@ -121,35 +134,6 @@ def side_word(phrase: str) -> str | None:
             return SIDE_WORDS[w]
     return None
 
-
-# The side convention.  LIBERO names sides as seen from across the table, facing the robot (as its
-# agentview camera sees the scene): with the robot at -x facing +x, left = -y, right = +y,
-# front = +x (away from the robot), back = -x.  Read from the benchmark's own BDDL files (the
-# LIBERO-PRO package's libero/libero/bddl_files/libero_90): LIVING_ROOM_SCENE5 "put the red mug on
-# the right plate" wants the mug on plate_2, which starts in plate_right_region (table y in
-# [0.275, 0.325]) while plate_1 starts in plate_left_region (y in [-0.325, -0.275]);
-# KITCHEN_SCENE2's bowl "at the front" starts at x in [0.075, 0.125] and the one "at the back" at
-# x in [-0.175, -0.125]; KITCHEN_SCENE8's right moka pot (y ~ +0.25) and LIVING_ROOM_SCENE4's /
-# STUDY_SCENE4's bowl / book "on the left" (y ~ -0.15 / -0.25) agree.  A real `locate` checks the
-# world frame matches the tables' frame: libero_90/66 seed 0 puts plate_1 at y = -0.28, plate_2 at
-# y = +0.31; libero_90/60 puts its left bowl at y = -0.13, the other at y = +0.05.
-# "middle" is the one nearest the group's centre.  The code cells carry this function's own source.
-def choose_by_side(positions, side):
-    """Which of several same-named objects a side word means: left -y, right +y, front +x, back -x, middle central."""
-    names = list(positions)
-    if side == "left":
-        return min(names, key=lambda n: positions[n][1])
-    if side == "right":
-        return max(names, key=lambda n: positions[n][1])
-    if side == "front":
-        return max(names, key=lambda n: positions[n][0])
-    if side == "back":
-        return min(names, key=lambda n: positions[n][0])
-    cx = sum(positions[n][0] for n in names) / len(names)
-    cy = sum(positions[n][1] for n in names) / len(names)
-    return min(names, key=lambda n: (positions[n][0] - cx) ** 2 + (positions[n][1] - cy) ** 2)
-
-
 #: "put the X to the right of the Y", "pick up the X and place it behind the Y", "put the X next to the Y":
 #: set the X down on the table beside the Y.  Not "to the right compartment of the caddy" (a part of it),
 #: nor "pick up the X next to the Y and place it on the Z" (which X), nor "pick up the X next to the Y".
@@ -202,107 +186,6 @@ def parse_task(instruction: str, objects: list[str]) -> TaskPlan:
         if not plan.refs:  # "on the left", "at the front": a place, not another object
             plan.side = side_word(" ".join([plan.obj_phrase, *plan.ref_phrases]))
     return plan
-
-
-def choose_candidate(plan: TaskPlan, positions: dict[str, list[float]]) -> str:
-    """Pick among same-named objects by the spatial qualifier, from located positions."""
-    found = [c for c in plan.candidates if c in positions]
-    if not found:
-        return plan.candidates[0]
-    refs = [positions[r] for r in plan.refs if r in positions]
-    if len(found) > 1 and not refs and plan.side:
-        return choose_by_side({c: positions[c] for c in found}, plan.side)
-    if len(found) == 1 or not refs:
-        return found[0]
-
-    def dist2(a, b):
-        return (a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2
-
-    if plan.qualifier == "between" and len(refs) >= 2:
-        mid = [(refs[0][0] + refs[1][0]) / 2, (refs[0][1] + refs[1][1]) / 2]
-        return min(found, key=lambda c: dist2(positions[c], mid))
-    return min(found, key=lambda c: min(dist2(positions[c], r) for r in refs))
-
-
-def choose_target(plan: TaskPlan, positions: dict[str, list[float]]) -> str | None:
-    """The target among equally named ones: by the target phrase's spatial word, from located positions."""
-    found = [t for t in plan.targets if t in positions]
-    if len(found) > 1 and plan.target_side:
-        return choose_by_side({t: positions[t] for t in found}, plan.target_side)
-    return found[0] if found else plan.target
-
-
-def grasp_geometry(name: str, loc: dict[str, Any]) -> dict[str, float]:
-    """Where to close the fingers on an object, from its located box (bowls: pinch the rim wall)."""
-    x, y, _ = loc["position"]
-    ex, ey, ez = loc["extent"]
-    top = loc["top_z"]
-    if "bowl" in name or "ramekin" in name:
-        return {"x": x, "y": y + ey / 2 - 0.012, "z": top - 0.02, "dy": ey / 2 - 0.012, "height": ez}
-    return {"x": x, "y": y, "z": top - min(0.03, ez / 2), "dy": 0.0, "height": ez}
-
-
-def place_height(target: str, tloc: dict[str, Any], held_height: float, relation: str) -> float:
-    """Gripper height at release: above the target's top (a container's rim), never inside it."""
-    return tloc["top_z"] + max(0.04, held_height * 0.6) + (0.03 if relation in ("in", "into", "inside") else 0.0)
-
-
-
-# LIBERO checks "on" a plate (an object target) as On(obj, plate): the object's body origin within 3 cm of the
-# plate's in x-y, touching it and not below it.  A mug is hollow and about as wide as the open gripper (7.8 cm):
-# a grasp at the centre of its box lands the fingers on its rim and pinches one wall, so it hangs off the
-# gripper.  On libero_10/4 (seed 0) the white mug hung 5.2 cm from the gripper (1.3 cm in x, 5.0 in y) and,
-# carried with the gripper over the plate's centre, came to rest 4.6 cm from it: not "on" it, though the
-# plate's box holds it.  The box centre itself is not the problem: before the grasp it is 0.2-0.5 cm from
-# each mug's body origin (the handle included; the rim's centre is 1.7 cm away).  So after lifting, a fresh
-# look at the held object and the gripper says how it really hangs, and the carry aims the object.
-# The code cells carry this function's own source.
-def aim_held(px, py, dy, held_pos, eef_pos, tol=0.02):
-    """Gripper (x, y) that puts the held object's centre, not the gripper, where (px, py) meant it to go.
-
-    (px, py) is the gripper spot for an object hanging as grasped: its centre `dy` behind the grasp in y
-    (bowls are pinched by the rim wall, dy > 0; else 0).  `held_pos` is a locate of the held object after
-    the lift, `eef_pos` the gripper's.  Hanging within `tol` of that, or a look more than 10 cm off (not
-    the object as held): (px, py) unchanged; else shifted by how it really hangs.
-    """
-    ox, oy = held_pos[0] - eef_pos[0], held_pos[1] - eef_pos[1]
-    if (abs(ox) <= tol and abs(oy + dy) <= tol) or ox * ox + oy * oy > 0.1 ** 2:
-        return px, py
-    return px - ox, py - dy - oy
-
-# "Beside" goals.  LIBERO checks them as On(object, <table>_<reference>_<side>_region): the object's body
-# origin within a 10 x 10 cm square of the table (ranges half-width 0.05 in x and y) and at most ~10 cm
-# above it.  The squares are fixed on the table, laid out next to where the reference starts (BDDL,
-# libero_90): KITCHEN_SCENE10's plate starts at (0, 0) and its right region is centred at (0, +0.10);
-# LIVING_ROOM_SCENE6's plate at (0.15, 0), its left / right regions at (0.15, -0.10) / (0.15, +0.10);
-# KITCHEN_SCENE9's white mug at (-0.10, -0.25), its front region at (0, -0.25); STUDY_SCENE3's caddy at
-# (-0.20, -0.14), its right region at (-0.20, +0.15).  The same sides as choose_by_side (right +y, left
-# -y, front +x, back -x), and the distance grows with the reference: a real `locate` measures the plate
-# 0.12 m across, the mug 0.09 m, the caddy 0.41 m long in y.  So the planner sets the object down with
-# its box a small gap from the reference's box on the named side: on libero_90/37, /34, /69, /76 (seeds
-# 0 and 1) that puts its centre 0-3 cm from the region's centre, inside the 5 cm the check allows.
-# The code cells carry these two functions' own source.
-def beside_spot(ref_pos, ref_ext, ref_top, obj_pos, obj_ext, obj_top, side, gap=0.02):
-    """Where to set an object down beside a reference: (x, y) of its centre and z of its bottom.
-
-    Its box `gap` metres from the reference's box on `side` (left -y, right +y, front +x, back -x;
-    'next': the side it is on already), level with the reference's own bottom (the table), 3 cm above it.
-    """
-    if side == "next":
-        dx, dy = obj_pos[0] - ref_pos[0], obj_pos[1] - ref_pos[1]
-        side = ("front" if dx > 0 else "back") if abs(dx) > abs(dy) else ("right" if dy > 0 else "left")
-    axis = 1 if side in ("left", "right") else 0
-    sign = 1 if side in ("right", "front") else -1
-    spot = [ref_pos[0], ref_pos[1]]
-    spot[axis] += sign * (ref_ext[axis] / 2 + obj_ext[axis] / 2 + gap)
-    return spot[0], spot[1], ref_top - ref_ext[2] + 0.03
-
-
-def beside_placed(obj_pos, obj_ext, obj_top, ref_pos, ref_ext, ref_top, side):
-    """Does a fresh look put the object where beside_spot says (within 4 cm), resting on the table?"""
-    x, y, bottom = beside_spot(ref_pos, ref_ext, ref_top, obj_pos, obj_ext, obj_top, side)
-    return abs(obj_pos[0] - x) <= 0.04 and abs(obj_pos[1] - y) <= 0.04 and obj_top - obj_ext[2] <= bottom + 0.03
-
 
 #: "put both the X and the Y in the Z"
 _BOTH_AND = re.compile(r"^(put|place|move)\s+both\s+(?:the\s+)?(.+?)\s+and\s+(?:the\s+)?(.+?)\s+"
@@ -384,22 +267,130 @@ def plan_subgoals(instruction: str, objects: list[str]) -> list[SubGoal]:
     return goals
 
 
-def placed_check(obj: dict[str, Any], target: dict[str, Any], relation: str, beside: str | None = None) -> bool:
-    """Does a fresh `locate` of the object say it rests on / in the target (from the target's box)?
+def goal_dict(goal: SubGoal) -> dict[str, Any]:
+    """A sub-goal as the plain dict the strategy's functions read (agents.planners.strategy)."""
+    p = goal.plan
+    return {"clause": goal.clause, "kind": goal.kind, "candidates": p.candidates if p else [],
+            "refs": p.refs if p else [], "target": (p.target if p else None) or goal.fixture,
+            "targets": p.targets if p else [], "side": p.side if p else None,
+            "target_side": p.target_side if p else None, "between": bool(p and p.qualifier == "between"),
+            "relation": cell_relation(p)}
 
-    Not seen after a release into a container counts as inside it: baskets and
-    drawers hide what lies in them from the scene cameras.  With relation 'beside', the target is
-    the reference and `beside` its side (beside_placed).
-    """
-    if not obj.get("found"):
-        return relation in ("in", "into", "inside")
-    if relation == "beside":
-        return beside_placed(obj["position"], obj["extent"], obj["top_z"], target["position"], target["extent"],
-                             target["top_z"], beside)
-    (ox, oy, _), (tx, ty, _) = obj["position"], target["position"]
-    ex, ey, ez = target["extent"]
-    inside = abs(ox - tx) <= ex / 2 + 0.02 and abs(oy - ty) <= ey / 2 + 0.02
-    return inside and obj["top_z"] > target["top_z"] - ez + 0.01
+
+def cell_relation(plan: TaskPlan | None) -> str:
+    """The relation pick_and_place takes: 'beside right' for a goal beside a reference, else the plan's."""
+    if plan is None:
+        return ""
+    return f"beside {plan.beside}" if plan.relation == "beside" else plan.relation
+
+
+class _Seen:
+    """A position as `locate` would report it, for the strategy's choosers run on plain positions."""
+
+    def __init__(self, position):
+        self.position = position
+
+
+def choose_candidate(plan: TaskPlan, positions: dict[str, list[float]]) -> str:
+    """Pick among same-named objects by the spatial qualifier, from located positions (the cells' own chooser)."""
+    seen = {n: _Seen(p) for n, p in positions.items()}
+    return strategy.choose_object(goal_dict(SubGoal(plan.instruction, "pick_place", plan)), seen) or plan.candidates[0]
+
+
+def choose_target(plan: TaskPlan, positions: dict[str, list[float]]) -> str | None:
+    """The target among equally named ones: by the target phrase's spatial word, from located positions."""
+    seen = {n: _Seen(p) for n, p in positions.items()}
+    return strategy.choose_target(goal_dict(SubGoal(plan.instruction, "pick_place", plan)), seen)
+
+
+# ---------------------------------------------------------------- the cells
+# One text per step of a strategy; the code mind sends it, the tool mind runs it as tool calls.
+
+def vla_cell(instruction: str, **options) -> str:
+    opts = "".join(f", {k}={v!r}" for k, v in options.items())
+    return strategy.library(strategy.try_vla) + f"r = try_vla(robo, {instruction!r}, {MAX_VLA_TRIES}{opts})\n"
+
+
+def locate_and_choose_cell(plan: TaskPlan) -> str:
+    """The first cell of a pick-and-place: locate everything, then choose the object and the target."""
+    goal = goal_dict(SubGoal(plan.instruction, "pick_place", plan))
+    return strategy.library(*strategy.CHOOSING) + f"""goal = {goal!r}
+seen = locate_all(robo, goal["candidates"] + goal["refs"] + goal["targets"])
+obj, target = choose_object(goal, seen), choose_target(goal, seen)
+print("object:", obj, "| target:", target, "seen" if target in seen else "not seen")
+"""
+
+
+def pick_place_cell(tries: int = MAX_PICK_TRIES) -> str:
+    """Pick and place the chosen object (the locate cell's obj, target, goal) with local retries."""
+    return strategy.library(*strategy.ACTING) + f'report = pick_place_tries(robo, obj, target, goal["relation"], {tries})\n'
+
+
+RETRY_CELL = 'report = pick_place_tries(robo, obj, target, goal["relation"], 1, label="retry")\n'
+
+
+def goals_cell(goals: list[dict[str, Any]]) -> str:
+    """A composite's first cell: its sub-goals, located and chosen."""
+    return strategy.library(*strategy.GOALS) + f"goals = {goals!r}\nseen = choose_goals(robo, goals)\n"
+
+
+def run_goals_cell(use_vla: bool) -> str:
+    return strategy.library(*strategy.GOALS_ACTING) + (
+        f"run_goals(robo, goals, use_vla={use_vla!r}, vla_tries={MAX_VLA_TRIES}, tries={MAX_PICK_TRIES})\n")
+
+
+def retry_goals_cell(use_vla: bool) -> str:
+    """One more round over the unfinished sub-goals, one VLA try each."""
+    return f'run_goals(robo, goals, use_vla={use_vla!r}, vla_tries=1, tries={MAX_PICK_TRIES}, label="retry: ")\n'
+
+
+# ---------------------------------------------------------------- the strategies
+@dataclass
+class Cell:
+    """One step of a strategy: cell text and what the planner says it does."""
+
+    code: str
+    intent: str
+
+
+@dataclass
+class Finish:
+    status: str
+    summary: str
+
+
+def _failed(output: str) -> bool:
+    return "Traceback" in output or "Error" in output
+
+
+def pick_place_flow(mind: "_Mind"):
+    """One pick-and-place: the VLA first (with a local retry), then locate and choose, pick and place (with a
+    local retry), one more try; each step's output decides the next, in both interfaces alike."""
+    plan = mind.plan
+    if mind.has_vla:
+        yield Cell(vla_cell(mind.instruction), "Try the VLA policy first, retrying locally.")
+    if not plan.understood:
+        yield Finish("stuck", f"Cannot map the instruction to a pick-and-place: {mind.instruction}")
+        return
+    out = yield Cell(locate_and_choose_cell(plan), "Locate the objects and choose which one the instruction means.")
+    if "object: None" in out or "not seen" in out or _failed(out):
+        yield Finish("stuck", "Could not see the object or the target.")
+        return
+    yield Cell(pick_place_cell(), "Pick and place with checks and a local retry.")
+    yield Cell(RETRY_CELL, "Not solved yet: measure again and retry.")
+    yield Finish("stuck", "Placed the object but the task is not solved.")
+
+
+def composite_flow(mind: "_Mind"):
+    """Sub-goals: one cell locates and chooses for all, one does them in order with checks, one retries."""
+    goals = [goal_dict(g) for g in mind.goals]
+    yield Cell(goals_cell(goals), "Split the task into sub-goals and locate their objects.")
+    out = yield Cell(run_goals_cell(mind.has_vla), "Do the sub-goals in order, checking each with a fresh look.")
+    if "no strategy" in out:
+        yield Finish("stuck", "No strategy for a sub-goal the VLA could not do.")
+        return
+    yield Cell(retry_goals_cell(mind.has_vla), "Not solved yet: retry the unfinished sub-goals.")
+    yield Finish("stuck", "Tried every sub-goal; the task is not solved.")
 
 
 class ScriptedPlanner:
@@ -413,6 +404,7 @@ class ScriptedPlanner:
         self.model = model
         self.estimator = estimator or UsageEstimator()
         self._episode_key = None
+        self._mind: _Mind | None = None
         self._n = 0
 
     # -- the Planner protocol -------------------------------------------
@@ -422,10 +414,9 @@ class ScriptedPlanner:
         if key != self._episode_key:
             self._episode_key = key
             self.estimator.reset()
-            names = {t["function"]["name"] for t in tools}
-            task_text = _text(messages[1]["content"])
-            has_vla = "vla" in names or "robo.vla(" in _text(messages[0]["content"])
-            self._mind = _mind_class(_text(messages[0]["content"]), names)(task_text, has_vla)
+            if self._mind is not None:
+                self._mind.close()
+            self._mind = make_mind(_text(messages[0]["content"]), _text(messages[1]["content"]), tools)
         self._n += 1
         name, args, text = self._mind.step(_last_result(messages))
         call = ToolCall(id=f"call_{self._n}", name=name, arguments=json.dumps(args))
@@ -434,14 +425,15 @@ class ScriptedPlanner:
                             raw_usage=raw, latency_s=time.perf_counter() - t0)
 
 
-def _mind_class(system_text: str, tool_names: set[str]):
-    """The strategy family for this interface: two-arm robots get agents.planners.scripted_bimanual's."""
+def make_mind(system_text: str, task_text: str, tools: list[dict[str, Any]]) -> "_Mind":
+    """The mind for this interface (code cells when a `python` tool exists) and robot (two arms: move_both)."""
     from agents.planners import scripted_bimanual as bimanual
 
-    code = "python" in tool_names
-    if bimanual.is_two_arm_interface(system_text, tool_names):
-        return bimanual.BimanualCodeMind if code else bimanual.BimanualToolMind
-    return CodeMind if code else ToolMind
+    names = {t["function"]["name"] for t in tools}
+    has_vla = "vla" in names or "robo.vla(" in system_text
+    two_arms = bimanual.is_two_arm_interface(system_text, names)
+    cls = CodeMind if "python" in names else ToolMind
+    return cls(task_text, has_vla, tools=tools, two_arms=two_arms)
 
 
 def _text(content) -> str:
@@ -467,467 +459,102 @@ def _parse_card(task_text: str) -> tuple[str, list[str]]:
 
 
 class _Mind:
-    """Shared parse of the task card."""
+    """Shared parse of the task card and the strategy's driver; subclasses say how a cell is carried out.
 
-    def __init__(self, task_text: str, has_vla: bool):
+    `step(result)` takes the newest tool result the conversation holds and
+    returns the next tool call (name, args, text).  After any cell whose
+    output reports the task solved, the mind calls finish (the paper's
+    agents end the episode themselves; the call is counted).
+    """
+
+    def __init__(self, task_text: str, has_vla: bool, tools: list[dict[str, Any]] | None = None,
+                 two_arms: bool = False):
         self.instruction, self.objects = _parse_card(task_text)
         self.plan = parse_task(self.instruction, self.objects)
         self.goals = plan_subgoals(self.instruction, self.objects)
         self.has_vla = has_vla
-        self.gen = self.script()
+        self.tools = tools if tools is not None else default_tools(has_vla)
+        if two_arms:
+            from agents.planners.scripted_bimanual import bimanual_flow
+
+            self.flow = bimanual_flow(self)
+        else:
+            self.flow = composite_flow(self) if len(self.goals) > 1 else pick_place_flow(self)
+        self._started = False
         self.result: str | None = None
 
-    def step(self, result: str | None) -> tuple[str, dict[str, Any], str]:
-        self.result = result
+    def _advance(self, output: str | None) -> Cell | Finish:
+        """The strategy's next step, given the output of the cell just carried out."""
+        if output is not None and parse_success_line(output):
+            self.flow.close()
+            return Finish("done", "The task is complete.")
         try:
-            return next(self.gen)
+            if not self._started:
+                self._started = True
+                return next(self.flow)
+            return self.flow.send(output)
         except StopIteration:
-            return "finish", {"status": "stuck", "summary": "No further idea."}, ""
+            return Finish("stuck", "No further idea.")
 
-    def script(self):
+    @staticmethod
+    def _finish(item: Finish) -> tuple[str, dict[str, Any], str]:
+        return "finish", {"status": item.status, "summary": item.summary}, ""
+
+    def step(self, result: str | None) -> tuple[str, dict[str, Any], str]:
         raise NotImplementedError
 
-
-class ToolMind(_Mind):
-    """Tool calling: one primitive per call, reacting to each JSON result."""
-
-    def _json(self) -> dict[str, Any]:
-        try:
-            data = json.loads(self.result or "{}")
-        except json.JSONDecodeError:
-            return {}
-        return data.get("result", data) if isinstance(data, dict) else {}
-
-    def script(self):
-        if len(self.goals) > 1:
-            yield from self._composite()
-            return
-        plan = self.plan
-        if self.has_vla:
-            for _ in range(MAX_VLA_TRIES):
-                yield "vla", {"instruction": self.instruction}, "I will ask the VLA policy to do the task."
-                if self._json().get("success"):
-                    return
-        if not plan.understood:
-            yield "finish", {"status": "stuck", "summary": f"Cannot map the instruction to a pick-and-place: {self.instruction}"}, ""
-            return
-        if (yield from self._pick_place(plan)) is None:
-            return
-        # Measure again and try once more, as the code agent's retry cell does (CELL_RETRY): both
-        # interfaces get the same persistence; what differs is what a retry costs.
-        if (yield from self._pick_place(plan, attempts=1)) is None:
-            return
-        yield "finish", {"status": "stuck", "summary": "Placed the object but the task is not solved."}, ""
-
-    def _pick_place(self, plan: TaskPlan, verify: bool = False, attempts: int = MAX_PICK_TRIES):
-        """Locate, grasp, carry, release; with `verify`, a fresh locate decides success (True/False).
-
-        Returns None after it has finished the episode itself (nothing to see).
-        """
-        for attempt in range(attempts):
-            positions, locs = {}, {}
-            for name in dict.fromkeys(plan.candidates + plan.refs + plan.targets):
-                yield "locate", {"name": name}, f"Locate {name}."
-                r = self._json()
-                if r.get("found"):
-                    positions[name], locs[name] = r["position"], r
-            obj = choose_candidate(plan, positions)
-            target = choose_target(plan, positions)
-            if obj not in locs or target not in locs:
-                yield "finish", {"status": "stuck", "summary": f"Could not see {obj} or {target}."}, ""
-                return None
-            g = grasp_geometry(obj, locs[obj])
-            tz = locs[target]["top_z"]
-            lift = max(locs[obj]["top_z"], tz) + 0.15
-            yield "set_gripper", {"action": "open"}, "Open the gripper."
-            yield "move_to", {"xyz": [g["x"], g["y"], g["z"] + 0.10]}, f"Move above {obj}."
-            yield "move_to", {"xyz": [g["x"], g["y"], g["z"]]}, "Descend to the grasp."
-            yield "set_gripper", {"action": "close"}, "Close the gripper."
-            if not self._json().get("holding"):
-                yield "move_to", {"xyz": [g["x"], g["y"], g["z"] + 0.10]}, "The grasp missed; back off and retry."
-                continue
-            yield "move_to", {"xyz": [g["x"], g["y"], lift]}, "Lift."
-            yield "locate", {"name": obj}, f"See how {obj} hangs in the gripper."
-            held = self._json()
-            yield "state", {}, "Where is the gripper?"
-            eef = self._json().get("eef_pos")
-            tl = locs[target]
-            if plan.relation == "beside":  # on the table beside the reference, the object's bottom just above it
-                ol = locs[obj]
-                sx, sy, bottom = beside_spot(tl["position"], tl["extent"], tl["top_z"], ol["position"], ol["extent"],
-                                             ol["top_z"], plan.beside)
-                px, py, release_z = sx, sy + g["dy"], bottom + g["z"] - (ol["top_z"] - ol["extent"][2])
-                where = f"to the {plan.beside} of {target}" if plan.beside != "next" else f"next to {target}"
-            else:
-                px, py = tl["position"][0], tl["position"][1] + g["dy"]
-                release_z, where = place_height(target, tl, g["height"], plan.relation), f"over {target}"
-            if held.get("found") and eef:
-                px, py = aim_held(px, py, g["dy"], held["position"], eef)
-            yield "move_to", {"xyz": [px, py, lift]}, f"Carry {where}."
-            yield "state", {}, "Check the grasp."
-            if not self._json().get("holding"):
-                continue
-            yield "move_to", {"xyz": [px, py, release_z]}, "Lower."
-            yield "release", {"lift_m": 0.08}, "Release."
-            if verify:
-                yield "locate", {"name": obj}, f"Check where {obj} ended up."
-                if placed_check(self._json(), tl, plan.relation, plan.beside):
-                    return True
-        return False
-
-    def _composite(self):
-        """Sub-goals in order, stopping at the first that fails; then one more round over the unfinished
-        ones with a single VLA try each, as the code agent's RETRY_GOALS cell does."""
-        done: set[int] = set()
-        failed = None
-        for vla_tries in (MAX_VLA_TRIES, 1):
-            failed = None
-            for k, goal in enumerate(self.goals):
-                if k in done:
-                    continue
-                if not (yield from self._subgoal(goal, vla_tries)):
-                    failed = goal
-                    break
-                done.add(k)
-            if failed is None or not failed.understood:
-                break  # the code cells stop too when a sub-goal has no strategy besides the VLA
-        if failed is not None:
-            yield "finish", {"status": "stuck", "summary": f"Could not complete the sub-goal: {failed.clause}"}, ""
-            return
-        yield "finish", {"status": "stuck", "summary": "Every sub-goal looks done but the task is not solved."}, ""
-
-    def _subgoal(self, goal: SubGoal, vla_tries: int = MAX_VLA_TRIES):
-        if self.has_vla:
-            for _ in range(vla_tries):
-                yield "vla", {"instruction": goal.clause}, f"Ask the VLA policy: {goal.clause}."
-                r = self._json()
-                reason = str(r.get("stopped_reason", ""))
-                if r.get("success"):
-                    return True
-                if reason.startswith("not understood"):
-                    break
-                if not goal.understood:
-                    # An articulation cannot be checked with locate: trust a policy that says it finished.
-                    if reason == "policy_done":
-                        return True
-                    continue
-                if (yield from self._check(goal.plan)):
-                    return True
-        if not goal.understood:
-            return False
-        return bool((yield from self._pick_place(goal.plan, verify=True)))
-
-    def _check(self, plan: TaskPlan):
-        """Locate the sub-goal's objects and say whether the object now rests on/in the target."""
-        positions, locs = {}, {}
-        for name in dict.fromkeys(plan.candidates + plan.refs + plan.targets):
-            yield "locate", {"name": name}, f"Check {name}."
-            r = self._json()
-            locs[name] = r
-            if r.get("found"):
-                positions[name] = r["position"]
-        obj = choose_candidate(plan, positions)
-        target = choose_target(plan, positions)
-        return target in positions and placed_check(locs.get(obj, {}), locs[target], plan.relation, plan.beside)
-
-
-#: Locate every name of an iterable into `seen`, printing what was found (NAMES is filled in).
-_LOCATE_LOOP = '''\
-seen = {{}}
-for name in dict.fromkeys(NAMES):
-    loc = robo.locate(name)
-    if loc.found:
-        seen[name] = loc
-        print(name, "at", [round(v, 3) for v in loc.position], "top", round(loc.top_z, 3))
-    else:
-        print(name, "not found")
-'''
-
-CELL_LOCATE = '''\
-plan_candidates = {candidates!r}
-plan_refs = {refs!r}
-plan_targets = {targets!r}
-plan_target = plan_targets[0]
-''' + _LOCATE_LOOP.replace("NAMES", "plan_candidates + plan_refs + plan_targets")
-
-#: The cell's own copy of choose_by_side (same source), for "the right plate", "the bowl on the left".
-SIDE_FN = inspect.getsource(choose_by_side)
-
-CELL_CHOOSE = '''\
-def dist2(a, b):
-    return (a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2
-
-found = [c for c in plan_candidates if c in seen]
-refs = [seen[r].position for r in plan_refs if r in seen]
-if len(found) > 1 and refs:
-    if {between!r} and len(refs) >= 2:
-        anchor = [(refs[0][0] + refs[1][0]) / 2, (refs[0][1] + refs[1][1]) / 2]
-        obj = min(found, key=lambda c: dist2(seen[c].position, anchor))
-    else:
-        obj = min(found, key=lambda c: min(dist2(seen[c].position, r) for r in refs))
-elif len(found) > 1 and {side!r}:
-    obj = choose_by_side({{c: seen[c].position for c in found}}, {side!r})
-else:
-    obj = found[0] if found else None
-seen_targets = [t for t in plan_targets if t in seen]
-if len(seen_targets) > 1 and {target_side!r}:
-    plan_target = choose_by_side({{t: seen[t].position for t in seen_targets}}, {target_side!r})
-elif seen_targets:
-    plan_target = seen_targets[0]
-print("object:", obj, "| target:", plan_target, "seen" if plan_target in seen else "not seen")
-'''
-
-
-def locate_and_choose_cell(plan: TaskPlan) -> str:
-    """The first cell of a pick-and-place: locate everything, then choose the object and the target."""
-    return (CELL_LOCATE.format(candidates=plan.candidates, refs=plan.refs, targets=plan.targets) + "\n" + SIDE_FN + "\n"
-            + CELL_CHOOSE.format(between=plan.qualifier == "between", side=plan.side, target_side=plan.target_side))
-
-CELL_VLA = '''\
-for attempt in range({tries}):
-    r = robo.vla({instruction!r})
-    print("vla attempt", attempt + 1, "success:", r.success, "steps:", r.steps)
-    if r.success:
-        break
-'''
-
-#: The cells' own copy of aim_held (same source; braces doubled for the templates' format).
-AIM_FN = inspect.getsource(aim_held)
-
-CELL_PICK_PLACE_FN = AIM_FN.replace("{", "{{").replace("}", "}}") + '''
-
-def pick_and_place(obj, target, relation={relation!r}):
-    """Guarded pick-and-place from fresh measurements; returns a short report."""
-    o, t = robo.locate(obj), robo.locate(target)
-    if not (o.found and t.found):
-        return "cannot see " + (obj if not o.found else target)
-    x, y, _ = o.position
-    ex, ey, ez = o.extent
-    bowl = "bowl" in obj or "ramekin" in obj
-    dy = ey / 2 - 0.012 if bowl else 0.0
-    gz = o.top_z - (0.02 if bowl else min(0.03, ez / 2))
-    lift = max(o.top_z, t.top_z) + 0.15
-    robo.set_gripper("open")
-    if not robo.move_to([x, y + dy, gz + 0.10]).reached:
-        return "could not reach above the object"
-    robo.move_to([x, y + dy, gz])
-    if not robo.set_gripper("close").holding:
-        robo.move_to([x, y + dy, gz + 0.10])
-        return "grasp missed"
-    robo.move_to([x, y + dy, lift])
-    held, eef = robo.locate(obj), robo.state().eef_pos
-    px, py = t.position[0], t.position[1] + dy
-    if held.found:  # carry the object, not the gripper, over the spot: a mug pinched by one wall hangs off-centre
-        px, py = aim_held(px, py, dy, held.position, eef)
-    robo.move_to([px, py, lift])
-    if not robo.state().holding:
-        return "dropped while carrying"
-    release_z = t.top_z + max(0.04, ez * 0.6) + (0.03 if relation in ("in", "into", "inside") else 0.0)
-    robo.move_to([px, py, release_z])
-    robo.release(0.08)
-    return "placed"
-'''
-
-CELL_PICK_PLACE = CELL_PICK_PLACE_FN + '''
-for attempt in range({tries}):
-    report = pick_and_place(obj, plan_target)
-    print("attempt", attempt + 1, ":", report)
-    if report == "placed":
-        break
-if report != "placed":
-    robo.show("agentview")
-'''
-
-CELL_RETRY = '''\
-report = pick_and_place(obj, plan_target)
-print("retry:", report)
-if report != "placed":
-    robo.show("agentview")
-'''
-
-
-#: The cells' own copies of beside_spot and beside_placed (same source), for "to the right of the plate".
-BESIDE_FN = inspect.getsource(beside_spot) + "\n\n" + inspect.getsource(beside_placed)
-
-# For a goal beside a reference (relation 'beside <side>' in the cells) pick_and_place and placed branch
-# at the carry, the release and the check; the cells of every other task keep the plain text.
-_CARRY_ON = "    px, py = t.position[0], t.position[1] + dy\n"
-_CARRY_BESIDE = '''\
-    if relation.startswith("beside"):
-        px, py, bottom = beside_spot(t.position, t.extent, t.top_z, o.position, o.extent, o.top_z, relation.split()[-1])
-        py += dy
-    else:
-        px, py = t.position[0], t.position[1] + dy
-'''
-_RELEASE_ON = '''\
-    release_z = t.top_z + max(0.04, ez * 0.6) + (0.03 if relation in ("in", "into", "inside") else 0.0)
-'''
-_RELEASE_BESIDE = '''\
-    if relation.startswith("beside"):  # the object's bottom just above the table
-        release_z = bottom + gz - (o.top_z - ez)
-    else:
-''' + "    " + _RELEASE_ON
-_PLACED_ON = '''\
-    if not o.found:
-        return relation in ("in", "into", "inside")
-'''
-_PLACED_BESIDE = _PLACED_ON + '''\
-    if relation.startswith("beside"):
-        return beside_placed(o.position, o.extent, o.top_z, t.position, t.extent, t.top_z, relation.split()[-1])
-'''
-
-
-def with_beside(template: str) -> str:
-    """A cell template whose pick_and_place (and placed, where it has one) also handle 'beside <side>'."""
-    assert _CARRY_ON in template and _RELEASE_ON in template
-    for old, new in ((_CARRY_ON, _CARRY_BESIDE), (_RELEASE_ON, _RELEASE_BESIDE), (_PLACED_ON, _PLACED_BESIDE)):
-        template = template.replace(old, new)
-    return template
-
-
-def cell_relation(plan: TaskPlan | None) -> str:
-    """The relation a cell passes to pick_and_place: 'beside right' for a goal beside a reference."""
-    if plan is None:
-        return ""
-    return f"beside {plan.beside}" if plan.relation == "beside" else plan.relation
-
-
-CELL_GOALS = '''\
-goals = {goals!r}
-''' + _LOCATE_LOOP.replace(
-    "NAMES", 'n for g in goals if g["kind"] == "pick_place" for n in g["candidates"] + g["refs"] + g["targets"]') + '''
-def dist2(a, b):
-    return (a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2
-
-def choose(g):
-    found = [c for c in g["candidates"] if c in seen]
-    refs = [seen[r].position for r in g["refs"] if r in seen]
-    if len(found) > 1 and refs:
-        if g["between"] and len(refs) >= 2:
-            anchor = [(refs[0][0] + refs[1][0]) / 2, (refs[0][1] + refs[1][1]) / 2]
-            return min(found, key=lambda c: dist2(seen[c].position, anchor))
-        return min(found, key=lambda c: min(dist2(seen[c].position, r) for r in refs))
-    if len(found) > 1 and g["side"]:
-        return choose_by_side({{c: seen[c].position for c in found}}, g["side"])
-    return found[0] if found else None
-
-def choose_target(g):
-    found = [t for t in g["targets"] if t in seen]
-    if len(found) > 1 and g["target_side"]:
-        return choose_by_side({{t: seen[t].position for t in found}}, g["target_side"])
-    return found[0] if found else g["target"]
-
-for g in goals:
-    if g["kind"] == "pick_place":
-        g["obj"] = choose(g)
-        g["target"] = choose_target(g)
-    print("sub-goal:", g["clause"], "->", g.get("obj"), g["kind"], g.get("target"))
-'''
-
-CELL_GOALS_ACT = CELL_PICK_PLACE_FN + '''
-def placed(obj, target, relation):
-    """A fresh look: does obj rest on/in target? Unseen after a drop into a container counts as inside."""
-    o, t = robo.locate(obj), robo.locate(target)
-    if not t.found:
-        return False
-    if not o.found:
-        return relation in ("in", "into", "inside")
-    near = abs(o.position[0] - t.position[0]) <= t.extent[0] / 2 + 0.02 and abs(o.position[1] - t.position[1]) <= t.extent[1] / 2 + 0.02
-    return near and o.top_z > t.top_z - t.extent[2] + 0.01
-
-def do_goal(g, vla_tries={vla_tries}):
-    if {use_vla!r}:
-        for attempt in range(vla_tries):
-            r = robo.vla(g["clause"])
-            if r.success:
-                return "done (task solved)"
-            if r.stopped_reason.startswith("not understood"):
-                break
-            if g["kind"] != "pick_place":
-                if r.stopped_reason == "policy_done":
-                    return "done by the vla"
-            elif g.get("obj") and placed(g["obj"], g["target"], g["relation"]):
-                return "done by the vla"
-    if g["kind"] != "pick_place" or not g.get("obj"):
-        return "no strategy"
-    report = "not tried"
-    for attempt in range({tries}):
-        report = pick_and_place(g["obj"], g["target"], g["relation"])
-        if report == "placed" and placed(g["obj"], g["target"], g["relation"]):
-            return "done"
-    return "failed: " + report
-
-for g in goals:
-    if g.get("status", "").startswith("done"):
-        continue
-    g["status"] = do_goal(g)
-    print(g["clause"], "->", g["status"])
-    if not g["status"].startswith("done"):
-        robo.show("agentview")
-        break
-'''
-
-RETRY_GOALS = '''\
-for g in goals:
-    if g.get("status", "").startswith("done"):
-        continue
-    g["status"] = do_goal(g, vla_tries=1)
-    print("retry:", g["clause"], "->", g["status"])
-    if not g["status"].startswith("done"):
-        robo.show("agentview")
-        break
-'''
+    def close(self) -> None:
+        """The episode is over (or a new one began)."""
 
 
 class CodeMind(_Mind):
-    """Code cells: locate and choose in one cell, then guarded chains with local retries."""
+    """Code cells: each step of the strategy is one `python` call; its output decides the next."""
 
-    def script(self):
-        if len(self.goals) > 1:
-            yield from self._composite()
-            return
-        plan = self.plan
-        if self.has_vla:
-            yield "python", {"code": CELL_VLA.format(tries=MAX_VLA_TRIES, instruction=self.instruction)}, "Try the VLA policy first, retrying locally."
-            if "success: True" in (self.result or ""):
-                return
-        if not plan.understood:
-            yield "finish", {"status": "stuck", "summary": f"Cannot map the instruction to a pick-and-place: {self.instruction}"}, ""
-            return
-        code = locate_and_choose_cell(plan)
-        yield "python", {"code": code}, "Locate the objects and choose which one the instruction means."
-        out = self.result or ""
-        if "object: None" in out or "not seen" in out or "Error" in out:
-            yield "finish", {"status": "stuck", "summary": "Could not see the object or the target."}, ""
-            return
-        if plan.relation == "beside":
-            code = BESIDE_FN + "\n\n" + with_beside(CELL_PICK_PLACE).format(relation=cell_relation(plan), tries=MAX_PICK_TRIES)
-        else:
-            code = CELL_PICK_PLACE.format(relation=plan.relation, tries=MAX_PICK_TRIES)
-        yield "python", {"code": code}, "Pick and place with checks and a local retry."
-        if "Traceback" in (self.result or ""):
-            yield "python", {"code": CELL_RETRY}, "Retry after the error."
-        else:
-            yield "python", {"code": CELL_RETRY}, "Not solved yet: measure again and retry."
-        yield "finish", {"status": "stuck", "summary": "Placed the object but the task is not solved."}, ""
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self._sent = False
 
-    def _composite(self):
-        """One cell locates and chooses for every sub-goal; one runs them in order with checks; one retries."""
-        goals = [{"clause": g.clause, "kind": g.kind, "candidates": g.plan.candidates if g.plan else [],
-                  "refs": g.plan.refs if g.plan else [], "target": (g.plan.target if g.plan else None) or g.fixture,
-                  "targets": g.plan.targets if g.plan else [], "side": g.plan.side if g.plan else None,
-                  "target_side": g.plan.target_side if g.plan else None,
-                  "between": bool(g.plan and g.plan.qualifier == "between"),
-                  "relation": cell_relation(g.plan)} for g in self.goals]
-        yield "python", {"code": SIDE_FN + "\n" + CELL_GOALS.format(goals=goals)}, "Split the task into sub-goals and locate their objects."
-        fmt = dict(relation="on", use_vla=self.has_vla, vla_tries=MAX_VLA_TRIES, tries=MAX_PICK_TRIES)
-        if any(g.plan is not None and g.plan.relation == "beside" for g in self.goals):
-            act = BESIDE_FN + "\n\n" + with_beside(CELL_GOALS_ACT).format(**fmt)
-        else:
-            act = CELL_GOALS_ACT.format(**fmt)
-        yield "python", {"code": act}, "Do the sub-goals in order, checking each with a fresh look."
-        if "no strategy" in (self.result or ""):
-            yield "finish", {"status": "stuck", "summary": "No strategy for a sub-goal the VLA could not do."}, ""
-            return
-        yield "python", {"code": RETRY_GOALS}, "Not solved yet: retry the unfinished sub-goals."
-        yield "finish", {"status": "stuck", "summary": "Tried every sub-goal; the task is not solved."}, ""
+    def step(self, result):
+        self.result = result
+        item = self._advance(result if self._sent else None)
+        if isinstance(item, Finish):
+            return self._finish(item)
+        self._sent = True
+        return "python", {"code": item.code}, item.intent
+
+
+class ToolMind(_Mind):
+    """Tool calling: the code mind's very cells, carried out one primitive per tool call (tool_proxy)."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.namespace = new_namespace()
+        self.cell: CellAsToolCalls | None = None
+        self._intent = ""
+
+    def step(self, result):
+        self.result = result
+        output = None
+        while True:
+            if self.cell is not None:
+                event = self.cell.next_event(result)
+                if event[0] == "call":
+                    text, self._intent = self._intent, ""
+                    return event[1], event[2], text
+                self.cell, output = None, event[1]
+            item = self._advance(output)
+            if isinstance(item, Finish):
+                return self._finish(item)
+            self.cell, self._intent, result = CellAsToolCalls(item.code, self.tools, self.namespace), item.intent, None
+
+    def close(self) -> None:
+        if self.cell is not None:
+            self.cell.abandon()
+            self.cell = None
+
+
+def default_tools(has_vla: bool) -> list[dict[str, Any]]:
+    """The one-arm tool agent's tools (full ablation), for minds built without a conversation (tests)."""
+    from robots.api_docs import tool_schemas
+
+    return tool_schemas(("vla",) if has_vla else (), include_show=False)
