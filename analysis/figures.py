@@ -10,6 +10,7 @@ agents solved.
 """
 from __future__ import annotations
 
+import textwrap
 from functools import partial
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullForma
 from agents.errors import CellbenchError  # noqa: E402
 from analysis import stats, token_sources  # noqa: E402
 from analysis.cost import PriceTable  # noqa: E402
-from analysis.report import ReportData, compact_number, load_report_data  # noqa: E402
+from analysis.report import ReportData, compact_number, load_report_data, scripted_caveats  # noqa: E402
 
 AGENT_LABELS = {"tool": "Tool calling", "code": "Code cells"}
 AGENT_COLORS = {"tool": "#d95f02", "code": "#1b9e77"}
@@ -454,13 +455,26 @@ def save_figure(fig: plt.Figure, out_dir: Path, name: str) -> list[Path]:
     return paths
 
 
+def draw(data: ReportData, name: str, comparison: str | None = None) -> plt.Figure:
+    """Figure `name` of one comparison (the main one when None), with the note of a comparison whose
+    ablation the planner cannot react to (the scripted planner reads neither guides nor images) above it."""
+    fig = FIGURES[name](data, comparison=comparison)
+    caveat = scripted_caveats(data.episodes).get(comparison or main_comparison(data.paired))
+    if caveat:
+        # Wrapped by hand to the figure's width (matplotlib's wrap=True confuses the tight bounding box).
+        width = max(40, int(fig.get_figwidth() * 72 / (9 * 0.55)))
+        fig.text(0.5, 1.02, textwrap.fill(caveat, width), ha="center", va="bottom", fontsize=9, color="#8a3b00",
+                 bbox=dict(boxstyle="round,pad=0.3", fc="#fff4e5", ec="#e0b080"))
+    return fig
+
+
 def draw_comparison(data: ReportData, out: Path, comparison: str | None) -> list[Path]:
     """Every figure of one comparison (the main one when None) into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with plt.rc_context(_STYLE):
-        for name, draw in FIGURES.items():
-            written += save_figure(draw(data, comparison=comparison), out, name)
+        for name in FIGURES:
+            written += save_figure(draw(data, name, comparison), out, name)
     return written
 
 

@@ -127,6 +127,41 @@ def load_report_data(db_path: str | Path, price: PriceTable) -> ReportData:
 
 
 # ---------------------------------------------------------------------------
+# What the scripted planner cannot show
+
+
+SCRIPTED_PLANNER = "scripted"
+#: Ablations that change nothing but the prompts' size for a planner reading neither guides nor images.
+SCRIPTED_INERT = {
+    "no_guides": "it reads no operating guide, so no_guides changes only the prompts' token counts, "
+                 "not what either agent does",
+    "no_vla_no_guides": "it reads no operating guide, so no_vla_no_guides differs from no_vla only in the "
+                        "prompts' token counts, not in what either agent does",
+    "images_on_demand": "it reads no images, so images on demand change only tool calling's token counts, "
+                        "not what it does",
+}
+
+
+def scripted_caveats(episodes: pd.DataFrame) -> dict[str, str]:
+    """comparison -> the note its tables and figures carry: ablations the scripted planner ran that it
+    cannot react to (it reads neither operating guides nor images)."""
+    if episodes.empty:
+        return {}
+    ran = set(episodes.loc[episodes["planner"] == SCRIPTED_PLANNER, "ablation"])
+    return {a: f"Scripted planner: {text}." for a, text in SCRIPTED_INERT.items() if a in ran}
+
+
+def scripted_header(episodes: pd.DataFrame) -> str | None:
+    """The paragraph every table opens with when the scripted planner ran an ablation it cannot react to."""
+    inert = [a for a in SCRIPTED_INERT if a in scripted_caveats(episodes)]
+    if not inert:
+        return None
+    return ("**Planner: scripted** (the offline stand-in for an LLM). It reads neither operating guides nor "
+            "images, so " + ", ".join(f"`{a}`" for a in inert) + " change only token counts here: read those "
+            "rows for what the prompts cost, not for an effect of guides or images on success or LLM calls.")
+
+
+# ---------------------------------------------------------------------------
 # Tables
 
 
@@ -324,7 +359,8 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_tables(tables: list[Table], out_dir: str | Path) -> list[Path]:
+def write_tables(tables: list[Table], out_dir: str | Path, header: str | None = None) -> list[Path]:
+    """Each table as CSV and (most) as Markdown; `header`, when given, opens every Markdown table."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -335,7 +371,8 @@ def write_tables(tables: list[Table], out_dir: str | Path) -> list[Path]:
         if not table.markdown:
             continue
         docs = [f"- `{c}`: {d}" for c in table.frame.columns if (d := describe(c))]
-        md = [f"# {table.title}", "", table.note, "", "Columns:", *docs, "", markdown_table(table.frame)]
+        md = [f"# {table.title}", "", *([f"> {header}", ""] if header else []), table.note, "", "Columns:", *docs,
+              "", markdown_table(table.frame)]
         md_path = out / f"{table.name}.md"
         md_path.write_text("\n".join(md))
         written.append(md_path)
@@ -345,5 +382,5 @@ def write_tables(tables: list[Table], out_dir: str | Path) -> list[Path]:
 def write_report(db_path: str | Path, out_dir: str | Path, price: PriceTable) -> tuple[list[Path], ReportData]:
     """Every table into `out_dir`; returns the files written and the data they came from."""
     data = load_report_data(db_path, price)
-    return write_tables(build_tables(data), out_dir), data
+    return write_tables(build_tables(data), out_dir, header=scripted_header(data.episodes)), data
 
