@@ -68,6 +68,13 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--comparison", default=None, metavar="NAME",
                    help="draw only this comparison (e.g. no_vla), into --out itself")
 
+    s = sub.add_parser("browse", help="write the static results browser (open OUT/index.html from disk)")
+    s.add_argument("--db", default=DEFAULT_DB)
+    s.add_argument("--out", default="results/site")
+    s.add_argument("--figures", default="figures", help="figures folder whose PNGs the index shows (if present)")
+    s.add_argument("--config", default="config.yaml")
+    s.add_argument("--price", default=None)
+
     s = sub.add_parser("sql", help="run SQL over the traces database")
     s.add_argument("query")
     s.add_argument("--db", default=DEFAULT_DB)
@@ -95,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
             from robots.registry import main_tasks
 
             return main_tasks(args)
-        if cmd in ("ingest", "report", "figures", "sql"):
+        if cmd in ("ingest", "report", "figures", "browse", "sql"):
             from analysis import commands
 
             return getattr(commands, f"cmd_{cmd}")(args)

@@ -124,20 +124,25 @@ def _fmt_int(n: Any) -> str:
 
 
 class _Images:
-    """Inlines trace images once each as data URLs."""
+    """Inlines trace images as data URLs, or (`inline=False`) links them by their path in the trace
+    (the results browser puts the page beside a copy of the trace's images/)."""
 
-    def __init__(self, d: Path):
+    def __init__(self, d: Path, inline: bool = True):
         self.d = d
+        self.inline = inline
 
     def figure(self, rel: str) -> str:
         p = self.d / rel
         name = Path(rel).stem.split("_", 2)[-1] if rel else "?"
         if not p.is_file():
             return f'<figure><div class="badge bad">missing image {_e(rel)}</div></figure>'
-        mime = "image/png" if p.suffix.lower() == ".png" else "image/jpeg"
-        b64 = base64.b64encode(p.read_bytes()).decode()
+        if self.inline:
+            mime = "image/png" if p.suffix.lower() == ".png" else "image/jpeg"
+            src = f"data:{mime};base64,{base64.b64encode(p.read_bytes()).decode()}"
+        else:
+            src = Path(rel).as_posix()
         return (f'<figure><img class="thumb" alt="{_e(name)}" title="{_e(rel)} (click to enlarge)" '
-                f'src="data:{mime};base64,{b64}"><figcaption>{_e(name)}</figcaption></figure>')
+                f'src="{_e(src)}" loading="lazy"><figcaption>{_e(name)}</figcaption></figure>')
 
     def block(self, refs: list[str]) -> str:
         return '<div class="imgs">' + "".join(self.figure(r) for r in refs) + "</div>" if refs else ""
@@ -165,19 +170,21 @@ def _group(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[l
     return opening, groups
 
 
-def render(d: Path) -> str:
+def render(d: Path, inline_images: bool = True, nav: str = "") -> str:
+    """The page of trace `d`; `inline_images=False` links images by their trace path instead of
+    inlining them, `nav` is HTML put above the header (the results browser's way back)."""
     record = record_file(d)  # planner_error.json for an episode the endpoint never let finish
     episode = json.loads(record.read_text()) if record else None
     calls = _load_jsonl(d / "calls.jsonl")
     prims = _load_jsonl(d / "primitives.jsonl")
     messages = json.loads((d / "transcript.json").read_text()) if (d / "transcript.json").exists() else []
-    images = _Images(d)
+    images = _Images(d, inline_images)
     opening, groups = _group(messages)
     by_call: dict[int, list[dict[str, Any]]] = {}
     for p in prims:
         by_call.setdefault(p["call_index"], []).append(p)
 
-    body = [_header(d, episode, calls), _overview(calls), _opening(opening, images), "<h2>LLM calls</h2>"]
+    body = [nav, _header(d, episode, calls), _overview(calls), _opening(opening, images), "<h2>LLM calls</h2>"]
     so_far = {"input_tokens": 0, "cached_input_tokens": 0, "output_tokens": 0}
     for i in range(max(len(calls), len(groups))):
         call = calls[i] if i < len(calls) else None

@@ -1,4 +1,4 @@
-"""The analysis verbs of the `cellbench` CLI: ingest, report, figures, sql (dispatched from agents/cli.py)."""
+"""The analysis verbs of the `cellbench` CLI: ingest, report, figures, browse, sql (dispatched from agents/cli.py)."""
 from __future__ import annotations
 
 import argparse
@@ -60,6 +60,14 @@ def cmd_figures(args: argparse.Namespace) -> int:
 
     written = write_figures(args.db, args.out, _price_table(args), comparison=getattr(args, "comparison", None))
     print(f"figures: wrote {len(written)} files to {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_browse(args: argparse.Namespace) -> int:
+    """The static results browser (analysis/browse.py) into --out."""
+    from analysis.browse import build_site, print_summary
+
+    print_summary(build_site(args.db, args.out, _price_table(args), figures_dir=args.figures))
     return 0
 
 
