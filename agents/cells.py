@@ -1,4 +1,4 @@
-"""Code-cell execution semantics (paper §3.1–3.3), run inside the runtime child.
+"""Code-cell execution semantics (paper §3.1–3.3), run inside the cell worker (agents/cellworker.py).
 
 A persistent namespace across cells; `print` output and the value of a
 trailing expression come back, trimmed (head and tail kept); an uncaught
@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from agents.feedback import TASK_COMPLETE
-from robots.robot import EpisodeFinished
 
 OUTPUT_HEAD = 2000
 OUTPUT_TAIL = 1500
@@ -45,7 +44,12 @@ class CellOutcome:
 class CellNamespace:
     """The code agent's persistent Python namespace with `robo`, `np` and `math`."""
 
-    def __init__(self, robot):
+    def __init__(self, robot, finished: type[BaseException] | None = None):
+        """`finished`: the success guard's exception (the Robot's own `EpisodeFinished` by default;
+        the cell worker's proxy raises one of its own, so the worker never imports the robot stack)."""
+        if finished is None:
+            from robots.robot import EpisodeFinished as finished
+        self.finished = finished
         self.globals: dict = {"robo": robot, "np": np, "math": math, "__name__": "__cell__"}
 
     def run(self, code: str) -> CellOutcome:
@@ -62,7 +66,7 @@ class CellNamespace:
                     value = eval(compile(last_expr, CELL_FILENAME, "eval"), self.globals)
                     if value is not None:
                         print(repr(value))
-            except EpisodeFinished:
+            except self.finished:
                 finished = True
                 print(TASK_COMPLETE)  # the words a tool call refused after success returns
             except SyntaxError as e:
@@ -76,8 +80,14 @@ class CellNamespace:
 
 
 def _cell_traceback(e: BaseException) -> str:
-    """Traceback from the first frame of the cell on: the runtime's own frames are noise to the model."""
+    """Traceback from the first frame of the cell on: the runtime's own frames are noise to the model,
+    and so are the frames of the worker's `robo` proxy (its primitive's error is the message)."""
     tb = e.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != CELL_FILENAME:
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(e), e, tb)).rstrip()
+    te = traceback.TracebackException(type(e), e, tb)
+    te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename != _PROXY_FILE])
+    return "".join(te.format()).rstrip()
+
+
+_PROXY_FILE = __file__.replace("cells.py", "cellworker.py")

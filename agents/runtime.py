@@ -330,17 +330,21 @@ class RuntimeServer:
         self.images_on_demand = False
 
     def init(self, spec: dict[str, Any]) -> dict[str, Any]:
-        from agents.cells import CellNamespace
+        from agents.cellworker import CellWorker
         from robots.factory import make_robot
 
         self.robot, card = make_robot(spec)
         self.robot.recorder = self._record
         self.robot.guard = self._guard
-        self.namespace = CellNamespace(self.robot)
+        # Cells run in a confined worker process of their own, never in this one (agents/cellworker.py);
+        # a code agent's worker starts (and confines itself) here, before the first cell and the clock.
+        self.namespace = CellWorker(self.robot, os.getcwd(), spec.get("sandbox", "best_effort"))
+        if spec.get("cell_worker"):
+            self.namespace.start()
         by_arms = spec.get("auto_cameras_by_arms", {})
         self.auto_cameras = tuple(by_arms.get(len(card.get("arms", ("right",))), ()))
         first = [(c, png_bytes(self.robot.backend.render(c, "rgb", self.robot.show_size))) for c in spec.get("initial_cameras", ())]
-        return {"card": card, "images": first}
+        return {"card": card, "images": first, "sandbox": self.namespace.sandbox}
 
     def _record(self, **row) -> None:
         row["seq"] = self.n_recorded
@@ -399,6 +403,10 @@ class RuntimeServer:
     def success(self) -> bool:
         return self.robot.backend.success()
 
+    def cell_worker(self) -> dict[str, Any]:
+        """The code agent's worker: its confinement layers (None if none started) and restarts."""
+        return {"sandbox": self.namespace.sandbox, "restarts": self.namespace.restarts}
+
     def limits(self, cpu_s: float, cell_memory: int | None) -> dict[str, int | None]:
         """Tighten the limits once the scene is built: CPU from here on, and memory growth."""
         usage = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process
@@ -414,6 +422,8 @@ class RuntimeServer:
                 address_space = min(address_space, soft)
             resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
         print(f"[runtime] limits: CPU {cpu} s in all, address space {address_space} bytes", file=sys.stderr, flush=True)
+        # The same budgets bound each cell worker on its own: a runaway cell ends its worker, not this process.
+        self.namespace.set_limits(cpu_s, cell_memory)
         return {"cpu_s": cpu, "address_space": address_space}
 
 
