@@ -27,7 +27,8 @@ def study(tmp_path: Path, planner: str):
 
 
 def caveat_texts(fig) -> list[str]:
-    return [t.get_text() for t in fig.texts if t.get_text().startswith("Scripted planner:")]
+    """The figure's scripted-planner notes, line breaks undone."""
+    return [" ".join(t.get_text().split()) for t in fig.texts if t.get_text().startswith("Scripted planner:")]
 
 
 def test_scripted_planner_tables_open_with_what_its_ablations_cannot_show(tmp_path):
