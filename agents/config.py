@@ -35,7 +35,8 @@ AGENT_ONLY_ABLATIONS = {"images_on_demand": "tool"}
 #: change whether an infrastructure failure is survived, so editing them must
 #: not rerun (and re-bill) a finished grid.
 _PLANNER_RESULT_KEYS = ("name", "model", "base_url", "temperature", "top_p", "max_output_tokens",
-                        "max_tokens_param", "tool_choice", "parallel_tool_calls", "extra_body")
+                        "max_tokens_param", "tool_choice", "parallel_tool_calls", "extra_body",
+                        "reasoning_effort")
 
 
 def _with_defaults(cls):

@@ -5,6 +5,7 @@ bad argument or config, 3 for `planner_error` (rerun it).
 """
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any
 
@@ -15,6 +16,13 @@ from robots.registry import CALL_BUDGETS
 #: Exit status of `cellbench play` for a planner_error episode (2 is a usage or config error).
 PLANNER_ERROR_EXIT = 3
 
+#: planner.name -> (module, class) of the LLM backends, imported only when chosen.
+PLANNER_BACKENDS = {
+    "openai": ("agents.planners.openai_planner", "OpenAIPlanner"),
+    "openai-responses": ("agents.planners.openai_responses_planner", "OpenAIResponsesPlanner"),
+    "anthropic": ("agents.planners.anthropic_planner", "AnthropicPlanner"),
+}
+
 DEFAULT_EPISODE = {"wall_clock_s": 900.0, "n_images": 3, "image_size": 256, "vla": "scripted", "vla_failure_prob": 0.2}
 
 
@@ -24,11 +32,10 @@ def make_planner(planner_cfg: dict[str, Any]):
         from agents.planners.scripted import ScriptedPlanner
 
         return ScriptedPlanner(model=planner_cfg.get("model", "scripted-v1"))
-    if name == "openai":
-        from agents.planners.openai_planner import OpenAIPlanner
-
-        return OpenAIPlanner.from_config(planner_cfg)
-    raise CellbenchError(f"unknown planner {name!r}; known: scripted, openai")
+    if name in PLANNER_BACKENDS:
+        module, cls = PLANNER_BACKENDS[name]
+        return getattr(importlib.import_module(module), cls).from_config(planner_cfg)
+    raise CellbenchError(f"unknown planner {name!r}; known: scripted, {', '.join(PLANNER_BACKENDS)}")
 
 
 def spec_from_args(args, config: dict[str, Any] | None) -> tuple[EpisodeSpec, dict[str, Any]]:

@@ -1,4 +1,10 @@
-"""A real OpenAI-compatible chat-completions server on 127.0.0.1 for tests: scripted replies, recorded requests, injected faults.
+"""A real LLM endpoint on 127.0.0.1 for tests: scripted replies, recorded requests, injected faults.
+
+It speaks OpenAI's Chat Completions (POST /v1/chat/completions) and, with
+bodies built from the SDKs' own types (wire_bodies), OpenAI's Responses API
+(POST /v1/responses) and Anthropic's Messages API (POST /v1/messages; point
+the anthropic SDK at `server.anthropic_base_url`; its errors have Anthropic's
+shape).
 
     from openai_server import serve   # pytest puts tests/ on sys.path
 
@@ -71,6 +77,11 @@ class Fault:
         )
 
     @classmethod
+    def overloaded(cls) -> "Fault":
+        # Anthropic's 529.
+        return cls("status", 529, message="Overloaded", error_type="overloaded_error")
+
+    @classmethod
     def hang(cls, seconds: float = 5.0) -> "Fault":
         return cls("hang", seconds=seconds)
 
@@ -93,6 +104,7 @@ FAULTS: dict[str, Fault] = {
     "500": Fault.server_error(500),
     "502": Fault.server_error(502),
     "503": Fault.server_error(503),
+    "529": Fault.overloaded(),
     "hang": Fault.hang(),
     "drop": Fault.drop(),
     "garbage": Fault.garbage(),
@@ -121,6 +133,9 @@ class Reply:
     (with *_details) sent as is.  None: a crude estimate from the body size."""
     omit_usage: bool = False
     finish_reason: str | None = None
+    reasoning: list[str] = field(default_factory=list)
+    """Reasoning the model shows: `reasoning_content` (chat, as vLLM/SGLang send it), reasoning
+    items with encrypted content (Responses), thinking blocks with signatures (Anthropic)."""
 
 
 def tool_call(name: str, arguments: dict[str, Any] | str | None = None, **reply: Any) -> Reply:
@@ -144,7 +159,9 @@ class RecordedRequest:
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        return (self.body or {}).get("messages", [])
+        """Chat or Anthropic messages; Responses `input` items."""
+        body = self.body or {}
+        return body.get("messages", body.get("input", []))
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -157,7 +174,13 @@ class RecordedRequest:
         for message in self.messages:
             content = message.get("content")
             if isinstance(content, list):
-                urls += [p["image_url"]["url"] for p in content if p.get("type") == "image_url"]
+                for p in content:
+                    if p.get("type") == "image_url":
+                        urls.append(p["image_url"]["url"])
+                    elif p.get("type") == "input_image":
+                        urls.append(p["image_url"])
+                    elif p.get("type") == "image" and p["source"]["type"] == "base64":
+                        urls.append(f"data:{p['source']['media_type']};base64,{p['source']['data']}")
         return urls
 
 
@@ -182,6 +205,7 @@ class OpenAIServer:
         self._httpd.owner = self  # type: ignore[attr-defined]
         host, port = self._httpd.server_address[:2]
         self.base_url = f"http://{host}:{port}/v1"
+        self.anthropic_base_url = f"http://{host}:{port}"  # the anthropic SDK adds /v1/messages itself
         # A short poll interval: shutdown() waits for the next poll, and tests start many servers.
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
                                         name="openai-test-server", daemon=True)
@@ -246,6 +270,8 @@ def completion_json(server: OpenAIServer, request: dict[str, Any], raw: bytes, r
                          "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)},
         })
     message: dict[str, Any] = {"role": "assistant", "content": reply.content, "refusal": None}
+    if reply.reasoning:
+        message["reasoning_content"] = "\n".join(reply.reasoning)
     if tool_calls:
         message["tool_calls"] = tool_calls
     finish = reply.finish_reason or ("tool_calls" if tool_calls else "stop")
@@ -288,6 +314,10 @@ def _usage_json(spec: dict[str, Any] | None, prompt: int, completion: int) -> di
     return usage
 
 
+#: Path suffix -> the API a request speaks.
+_APIS = {"/chat/completions": "chat", "/responses": "responses", "/messages": "anthropic"}
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as real endpoints do: the SDK reuses connections
     disable_nagle_algorithm = True  # headers and body go out in two writes: avoid the 40 ms delayed-ACK stall
@@ -315,9 +345,13 @@ class _Handler(BaseHTTPRequestHandler):
         fault = self.owner._next_fault()
         record = RecordedRequest("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, raw, body, fault)
         self.owner._record(record)
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        self.api = next((api for suffix, api in _APIS.items() if self.path.rstrip("/").endswith(suffix)), None)
+        if self.api is None:
             return self._send_error(404, f"Unknown path {self.path}", "not_found", "invalid_request_error")
-        if self.owner.api_key is not None and self.headers.get("Authorization") != f"Bearer {self.owner.api_key}":
+        # Anthropic's SDK sends x-api-key (older releases) or a Bearer token (2.x).
+        key = ((self.headers.get("x-api-key") if self.api == "anthropic" else None)
+               or (self.headers.get("Authorization") or "").removeprefix("Bearer "))
+        if self.owner.api_key is not None and key != self.owner.api_key:
             return self._send_error(401, "Incorrect API key provided.", "invalid_api_key", "invalid_request_error")
         if body is None:
             return self._send_error(400, "We could not parse the JSON body of your request.", None,
@@ -338,7 +372,17 @@ class _Handler(BaseHTTPRequestHandler):
             answer = text_reply(answer)
         if isinstance(answer, dict):
             return self._send_json(200, answer)
-        self._send_json(200, completion_json(self.owner, body, raw, answer))
+        if self.api == "chat":
+            return self._send_json(200, completion_json(self.owner, body, raw, answer))
+        from wire_bodies import anthropic_json, responses_json
+
+        build = responses_json if self.api == "responses" else anthropic_json
+        try:
+            payload = build(self.owner.next_id(), body, raw, answer)
+        except Exception:  # an SDK type that changed: the test must see it, not a retried 500
+            self.owner.responder_errors.append(traceback.format_exc())
+            return self._send_error(500, "the test server could not build the body", None, "server_error")
+        self._send_json(200, payload)
 
     def _serve_fault(self, fault: Fault) -> None:
         if fault.kind == "status":
@@ -367,7 +411,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_error(self, status: int, message: str, code: str | None, error_type: str,
                     headers: dict[str, str] | None = None) -> None:
-        error = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+        if getattr(self, "api", None) == "anthropic":
+            error = {"type": "error", "error": {"type": error_type, "message": message}}
+        else:
+            error = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
         self._send_json(status, error, headers)
 
     def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:

@@ -37,6 +37,7 @@ import os
 import random
 import re
 import time
+import warnings
 from typing import Any, Callable
 
 import openai
@@ -61,8 +62,28 @@ _CONTEXT_LENGTH = re.compile(
 CONFIG_KEYS = frozenset({
     "name", "model", "base_url", "api_key_env", "temperature", "top_p", "max_output_tokens",
     "max_tokens_param", "tool_choice", "parallel_tool_calls", "extra_body", "max_retries",
-    "timeout_s", "backoff_base_s", "backoff_max_s",
+    "timeout_s", "backoff_base_s", "backoff_max_s", "reasoning_effort",
 })
+
+#: `planner.reasoning_effort` values (OpenAI's scale; each backend maps them to its own field).
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def sampling_for_reasoning(planner: str, effort: str | None, **sampling: Any) -> dict[str, Any]:
+    """The sampling options to send: all of them, or, when reasoning is on, none (with a warning).
+
+    Reasoning models reject temperature / top_p, so they are left out rather
+    than sent and refused on every call.
+    """
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise CellbenchError(f"planner.reasoning_effort must be one of {', '.join(REASONING_EFFORTS)}, "
+                             f"not {effort!r}")
+    given = {k: v for k, v in sampling.items() if v is not None}
+    if effort in (None, "none") or not given:
+        return sampling
+    warnings.warn(f"{planner} planner: reasoning_effort={effort} is set, so {', '.join(sorted(given))} "
+                  f"(which reasoning models reject) will not be sent", stacklevel=3)
+    return {k: None for k in sampling}
 
 
 class _MalformedResponse(Exception):
@@ -73,6 +94,12 @@ class OpenAIPlanner:
     """Planner over the `openai` SDK's chat completions (see the module docstring)."""
 
     name = "openai"
+    config_keys = CONFIG_KEYS
+    #: Where errors say the calls went when no base_url is set.
+    default_endpoint = "the OpenAI API"
+    #: The SDK's HTTP-status error, and its other errors worth a retry (no connection, timeout, bad body).
+    status_error: type[Exception] = openai.APIStatusError
+    transient_errors: tuple[type[Exception], ...] = (openai.APIConnectionError, openai.APIResponseValidationError)
 
     def __init__(
         self,
@@ -91,6 +118,7 @@ class OpenAIPlanner:
         timeout_s: float = 600.0,
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 60.0,
+        reasoning_effort: str | None = None,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
     ):
@@ -98,6 +126,8 @@ class OpenAIPlanner:
 
         `max_tokens_param`: the request field for `max_output_tokens`;
         OpenAI wants `max_completion_tokens`, some servers only `max_tokens`.
+        `reasoning_effort` is sent as the request's `reasoning_effort`
+        (temperature and top_p are then left out).
         """
         if max_tokens_param not in ("max_completion_tokens", "max_tokens"):
             raise CellbenchError(f"planner.max_tokens_param must be max_completion_tokens or max_tokens, "
@@ -110,8 +140,10 @@ class OpenAIPlanner:
             )
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
-        self.temperature = temperature
-        self.top_p = top_p
+        sampling = sampling_for_reasoning(self.name, reasoning_effort, temperature=temperature, top_p=top_p)
+        self.temperature = sampling["temperature"]
+        self.top_p = sampling["top_p"]
+        self.reasoning_effort = reasoning_effort
         self.max_output_tokens = max_output_tokens
         self.max_tokens_param = max_tokens_param
         self.tool_choice = tool_choice
@@ -138,14 +170,14 @@ class OpenAIPlanner:
         OPENAI_API_KEY), max_tokens_param, parallel_tool_calls,
         backoff_base_s, backoff_max_s.  Unknown keys are an error.
         """
-        unknown = sorted(set(cfg) - CONFIG_KEYS)
+        unknown = sorted(set(cfg) - cls.config_keys)
         if unknown:
-            raise CellbenchError(f"planner: unknown key(s) {', '.join(unknown)} for the openai planner; "
-                                 f"known: {', '.join(sorted(CONFIG_KEYS))}")
-        if cfg.get("name", "openai") != "openai":
-            raise CellbenchError(f"planner.name is {cfg['name']!r}, not 'openai'")
+            raise CellbenchError(f"planner: unknown key(s) {', '.join(unknown)} for the {cls.name} planner; "
+                                 f"known: {', '.join(sorted(cls.config_keys))}")
+        if cfg.get("name", cls.name) != cls.name:
+            raise CellbenchError(f"planner.name is {cfg['name']!r}, not {cls.name!r}")
         if not cfg.get("model"):
-            raise CellbenchError("planner.model is required for the openai planner")
+            raise CellbenchError(f"planner.model is required for the {cls.name} planner")
         options = {k: v for k, v in cfg.items() if k not in ("name", "api_key_env") and v is not None}
         if api_key is None and cfg.get("api_key_env"):
             api_key = os.environ.get(cfg["api_key_env"])
@@ -175,9 +207,15 @@ class OpenAIPlanner:
             params["top_p"] = self.top_p
         if self.max_output_tokens is not None:
             params[self.max_tokens_param] = self.max_output_tokens
+        if self.reasoning_effort is not None:
+            params["reasoning_effort"] = self.reasoning_effort
         if self.extra_body:
             params["extra_body"] = self.extra_body
         return params
+
+    def _create(self, params: dict[str, Any]) -> Any:
+        """Send one request (a subclass speaks another API through the same retries)."""
+        return self.client.chat.completions.create(**params)
 
     def next(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PlannerReply:
         """One LLM call, retried on transient errors.
@@ -193,11 +231,10 @@ class OpenAIPlanner:
         started = time.monotonic()
         for attempt in range(self.max_retries + 1):
             try:
-                completion = self.client.chat.completions.create(**params)
+                completion = self._create(params)
                 reply = self._reply(completion, messages, tools)
             # ValueError: a body labelled JSON that does not parse (json.JSONDecodeError).
-            except (openai.APIStatusError, openai.APIConnectionError, openai.APIResponseValidationError,
-                    _MalformedResponse, ValueError) as exc:
+            except (self.status_error, *self.transient_errors, _MalformedResponse, ValueError) as exc:
                 errors.append(_describe(exc))
                 retry_after = self._classify(exc, errors)
             else:
@@ -208,14 +245,14 @@ class OpenAIPlanner:
             if attempt < self.max_retries:
                 self._sleep(self._backoff(attempt, retry_after))
         raise PlannerError(
-            f"{self.model} at {self.base_url or 'the OpenAI API'} failed {len(errors)} times; last: {errors[-1]}",
+            f"{self.model} at {self.base_url or self.default_endpoint} failed {len(errors)} times; last: {errors[-1]}",
             retries=self.max_retries,
             errors=errors,
         )
 
     def _classify(self, exc: Exception, errors: list[str]) -> float | None:
         """Return the server's Retry-After (or None) for a transient error; raise for the others."""
-        if not isinstance(exc, openai.APIStatusError):
+        if not isinstance(exc, self.status_error):
             return None  # connection, timeout, unparseable body, no choices: transient
         status = exc.status_code
         if status in RETRY_STATUSES or status >= 500:
@@ -283,7 +320,7 @@ def usage_from_openai(raw: dict[str, Any]) -> Usage:
 
 
 def _describe(exc: Exception) -> str:
-    if isinstance(exc, openai.APIStatusError):
+    if getattr(exc, "status_code", None) is not None:  # openai's or anthropic's APIStatusError
         return f"{type(exc).__name__} {exc.status_code}: {_error_message(exc)}"
     return f"{type(exc).__name__}: {exc}"
 
@@ -318,4 +355,4 @@ def _retry_after(headers: Any) -> float | None:
     return None
 
 
-__all__ = ["OpenAIPlanner", "usage_from_openai", "CONFIG_KEYS"]
+__all__ = ["OpenAIPlanner", "usage_from_openai", "CONFIG_KEYS", "REASONING_EFFORTS", "sampling_for_reasoning"]
