@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.cellworker import RESTART_EXCEPTION
 from agents.errors import CellbenchError
 from agents.planners.base import ContextOverflow, PlannerError, PlannerReply, RequestRejected
 from agents.prompts import load_prompts
@@ -153,6 +154,7 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
     messages: list[dict[str, Any]] = []
     image_refs: dict[str, str] = {}
     card: dict[str, Any] = {"suite": spec.task.split("/")[0], "instruction": "", "task_index": 0}
+    sandbox: dict[str, Any] | None = None
     try:
         try:
             init = runtime.request(
@@ -172,6 +174,8 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
                     # By the number of arms, which the runtime learns when it builds the scene.
                     "auto_cameras_by_arms": {n: auto_cameras(n, spec.n_images) for n in (1, 2)} if auto_images else {},
                     "initial_cameras": ("agentview",),
+                    # The code agent's cell worker starts and confines itself with the scene, before the clock.
+                    "cell_worker": spec.agent == "code",
                     **spec.extra,
                 },
             )
@@ -181,6 +185,7 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
             trace.discard()
             raise
         card = init["card"]
+        sandbox = init.get("sandbox")
         # The episode's wall clock starts once the scene is built (env construction is not the agent's time).
         runtime.start_clock(spec.wall_clock_s)
         tools, messages = _opening(spec, card, caps, effects, init["images"], image_refs, trace)
@@ -306,6 +311,8 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
         package_versions=package_versions(),
         repeat=spec.repeat,
         error=error,
+        sandbox=sandbox,
+        cell_worker_restarts=sum(1 for c in calls if c.exception == RESTART_EXCEPTION),
     )
     trace.finish(record)
     return record
@@ -411,6 +418,7 @@ def _act(spec, reply, messages, runtime, trace, call_index, image_refs):
         rec.n_primitives = len(result.primitives)
         rec.n_acting = sum(1 for r in result.primitives if r["acting"])
         rec.images_returned = len(result.images)
+        rec.left_api = result.left_api
     messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
     for other in extra:
         messages.append({"role": "tool", "tool_call_id": other.id, "content": "Not executed: one tool call per reply."})

@@ -138,6 +138,9 @@ class CallRecord:
     """Tool calls the model's reply held; only the first is executed, the others are answered "Not executed"."""
     input_sources: InputSources | None = None
     """This call's input tokens by source (schema v2; None in v1 traces and for calls that never reached the model)."""
+    left_api: list[str] | None = None
+    """What the cell tried outside the API, as its worker noticed it (`robo.<private>`, gc, ctypes, subprocess,
+    socket, fork, opening a path outside work/); None for tool calls and in older traces."""
 
 
 @dataclass
@@ -202,6 +205,12 @@ class EpisodeRecord:
     package_versions: dict[str, str]
     repeat: int = 0
     error: str | None = None
+    sandbox: dict[str, Any] | None = None
+    """The code agent's cell worker: which confinement layers were applied (agents/sandbox.py: user_namespace,
+    network, filesystem, tcp, scopes, no_new_privs, seccomp: true/false), its mode, Landlock ABI, and why a layer
+    was unavailable; None for the tool agent (no cell worker) and in older traces."""
+    cell_worker_restarts: int = 0
+    """Cell workers that died (segfault, out of memory, CPU limit) and were replaced during the episode."""
     schema_version: int = SCHEMA_VERSION
 
 

@@ -145,6 +145,8 @@ class ActionResult:
     success: bool = False
     exception: str | None = None
     finished: bool = False
+    left_api: list[str] | None = None
+    """A cell's attempts to leave the API, as its worker noticed them (None for tool calls)."""
 
 
 class RuntimeClient:
@@ -395,10 +397,11 @@ class RuntimeServer:
         from agents import feedback
 
         out = self.namespace.run(code)
+        left_api = list(self.namespace.left_api)
         rows, images = self._drain()
         success = self.robot.backend.success()
         text = feedback.cell_output(out.output, acted=any(r["acting"] for r in rows), refused=out.finished, success=success)
-        return ActionResult(text, images, rows, success, out.exception, out.finished)
+        return ActionResult(text, images, rows, success, out.exception, out.finished, left_api)
 
     def success(self) -> bool:
         return self.robot.backend.success()
