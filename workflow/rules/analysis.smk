@@ -41,12 +41,14 @@ rule report:
 
 # The figure commands read only the database; the tables are an input so that
 # `snakemake figures` refreshes tables and figures both, as the README promises.
+# The results browser (results/site/index.html) is drawn with the figures it shows.
 rule figures:
     input:
         db="results/traces.duckdb",
         tables="results/tables",
     output:
-        directory("figures"),
+        figures=directory("figures"),
+        site=directory("results/site"),
     params:
         config=EFFECTIVE_CONFIG,
         code=ANALYSIS_CODE,
@@ -56,4 +58,6 @@ rule figures:
     conda:
         "../envs/cellbench.yaml"
     shell:
-        "cellbench figures --db {input.db} --out {output} --config {params.config} > {log} 2>&1"
+        "(cellbench figures --db {input.db} --out {output.figures} --config {params.config}"
+        " && cellbench browse --db {input.db} --out {output.site} --figures {output.figures}"
+        " --config {params.config}) > {log} 2>&1"
