@@ -343,8 +343,24 @@ def _call_card(d: Path, index: int, call: dict[str, Any] | None, group: list[dic
             f'<b>{_fmt_int(so_far["cached_input_tokens"])}</b> · output <b>{_fmt_int(so_far["output_tokens"])}</b> · '
             f'images in this prompt {call["images_in_prompt"]}</div>'
         )
+        out.append(_sources_line(call.get("input_sources")))
     out.append("</div>")
     return "".join(out)
+
+
+#: Short names of the token sources (agents.records.InputSources) on a call card.
+_SOURCE_NAMES = {"system": "system", "tools_api": "tools / API", "guide": "guide", "task": "task",
+                 "images": "images", "history_assistant": "earlier assistant", "history_results": "earlier results",
+                 "newest_observation": "newest observation"}
+
+
+def _sources_line(sources: dict[str, int] | None) -> str:
+    """This call's input tokens by source (schema v2 traces), counted with the estimator's tokenizer."""
+    if not sources:
+        return ""
+    parts = " · ".join(f"{label} {_fmt_int(sources.get(key, 0))}" for key, label in _SOURCE_NAMES.items())
+    return f'<div class="tokens">input by source: {parts} ({sources.get("n_images", 0)} images; counted ' \
+           f'{_fmt_int(sources.get("total", 0))})</div>'
 
 
 def _action_block(d: Path, index: int, call: dict[str, Any] | None, tc: dict[str, Any]) -> str:
