@@ -44,6 +44,17 @@ def _build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("tasks", help="print the task registry")
     s.add_argument("--benchmark", default=None)
 
+    s = sub.add_parser("estimate", help="project a grid's LLM calls, tokens and dollars from the traces on disk",
+                       description="Before any episode runs: the grid of config.yaml (with each --configfile "
+                                   "merged over it, as snakemake does) projected from the complete traces below "
+                                   "--results, per benchmark x agent x ablation, under each --price table.")
+    s.add_argument("--config", default="config.yaml", help="the base config (snakemake's configfile)")
+    s.add_argument("--configfile", action="append", default=[], metavar="FILE",
+                   help="merged over --config, later ones winning (e.g. configs/paper.yaml)")
+    s.add_argument("--price", action="append", default=[], metavar="MODEL",
+                   help="price table to bill under (repeatable): a prices: key, else a genai-prices model")
+    s.add_argument("--results", default="results/episodes", help="where the pilot traces are")
+
     s = sub.add_parser("ingest", help="load every complete trace into DuckDB")
     s.add_argument("--results", default="results/episodes")
     s.add_argument("--db", default=DEFAULT_DB)
@@ -102,6 +113,10 @@ def main(argv: list[str] | None = None) -> int:
             from robots.registry import main_tasks
 
             return main_tasks(args)
+        if cmd == "estimate":
+            from analysis.estimate import main_estimate
+
+            return main_estimate(args)
         if cmd in ("ingest", "report", "figures", "browse", "sql"):
             from analysis import commands
 

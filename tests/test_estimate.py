@@ -1,0 +1,110 @@
+"""`cellbench estimate` and the price library: projections from hand-made pilot traces, checked by hand."""
+from __future__ import annotations
+
+import pytest
+
+from agents.cli import main
+from agents.errors import CellbenchError
+from analysis.estimate import load_grid_config, pilot_episodes, project, projection_line
+from analysis.price_library import library_table, resolve_price_table
+from trace_factory import call, write_config, write_episode
+
+GRID = """\
+benchmarks:
+  libero_pro: {tasks: [libero_spatial_swap/0, libero_goal_swap/1, libero_10_swap/0], seeds: [0, 1], call_budget: 40}
+  bimanual: {tasks: [TwoArmLift/0], seeds: [0, 1, 2, 3], call_budget: 40, ablations: [full]}
+ablations: [full, no_vla]
+"""
+
+
+@pytest.fixture
+def pilot(tmp_path):
+    """Two tool/full pilot episodes (one long-context call), one code/full, one planner error."""
+    root = tmp_path / "results" / "episodes"
+    # 1: two calls, 3000 input of which 1000 cached, 200 output.
+    write_episode(root, agent="tool", task="libero_spatial_swap/0",
+                  calls=[call(1, 1000, 0, 0, 100), call(2, 2000, 1000, 0, 100)])
+    # 2: one call over astra's 272k tier: 300000 input (all uncached), 100 output.
+    write_episode(root, agent="tool", task="libero_goal_swap/1", calls=[call(1, 300000, 0, 0, 100)])
+    write_episode(root, agent="code", task="libero_spatial_swap/0", calls=[call(1, 5000, 4000, 500, 300)])
+    write_episode(root, agent="code", task="libero_goal_swap/1", status="planner_error",
+                  calls=[call(1, 9_000_000, 0, 0, 0)])
+    base = write_config(tmp_path / "config.yaml")
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(GRID)
+    return root, base, grid
+
+
+def test_projection_matches_a_hand_computation(pilot):
+    root, base, grid = pilot
+    config, sources = load_grid_config(str(base), [str(grid)])
+    assert [str(s) for s in sources] == [str(base), str(grid)]
+    tables = [resolve_price_table(config, "astra"), resolve_price_table(config, "cheap")]
+    frame = pilot_episodes(root, tables)
+    assert len(frame) == 3  # the planner error is no pilot
+    cells = {(c.benchmark, c.agent, c.ablation): c for c in project(config, frame)}
+    # libero_pro: 3 tasks x 2 seeds = 6 episodes per cell; bimanual 4, full only.
+    assert {k: c.episodes for k, c in cells.items()} == {
+        ("libero_pro", "tool", "full"): 6, ("libero_pro", "tool", "no_vla"): 6,
+        ("libero_pro", "code", "full"): 6, ("libero_pro", "code", "no_vla"): 6,
+        ("bimanual", "tool", "full"): 4, ("bimanual", "code", "full"): 4}
+    tool = cells[("libero_pro", "tool", "full")]
+    assert tool.basis == "pilot (2)"
+    # Astra ($/M: 10 in, 1 cached, 50 out; above 272k input x2, output x1.5):
+    #   episode 1: (2000 x 10 + 1000 x 1 + 200 x 50) / 1e6      = 0.031
+    #   episode 2: (300000 x 10 x 2 + 100 x 50 x 1.5) / 1e6     = 6.0075
+    assert sorted(tool.pilot["$ astra"].round(6)) == [0.031, 6.0075]
+    assert 6 * tool.pilot["$ astra"].mean() == pytest.approx(6 * (0.031 + 6.0075) / 2)
+    # Cheap (1 in, 0.1 cached, 5 out, no tier): episode 1 = (2000 + 100 + 1000) / 1e6 = 0.0031.
+    assert min(tool.pilot["$ cheap"]) == pytest.approx(0.0031)
+    # Code: 500 uncached x 10 + 4000 x 1 + 500 written x 12.5 + 300 x 50 = 30250 -> 0.03025.
+    code = cells[("libero_pro", "code", "full")]
+    assert list(code.pilot["$ astra"]) == [pytest.approx(0.03025)]
+    # No pilot for no_vla: the agent's other ablations stand in; bimanual borrows libero_pro's.
+    assert cells[("libero_pro", "tool", "no_vla")].basis == "proxy: tool, every ablation (2)"
+    assert cells[("bimanual", "tool", "full")].basis == "proxy: libero_pro (2)"
+
+
+def test_cli_prints_the_table_under_two_price_tables(pilot, capsys):
+    root, base, grid = pilot
+    assert main(["estimate", "--config", str(base), "--configfile", str(grid), "--results", str(root),
+                 "--price", "astra", "--price", "claude-sonnet-4-5"]) == 0
+    out = capsys.readouterr().out
+    assert "32 episodes" in out and "usage ESTIMATED" in out
+    assert "claude-sonnet-4-5 from genai-prices" in out and "astra from config" in out
+    total = next(line for line in out.splitlines() if line.startswith("total"))
+    # Astra: 6 x mean(tool) x 3 tool cells (two of them proxies) ... summed over every cell.
+    tool_mean, code_mean = (0.031 + 6.0075) / 2, 0.03025
+    expected = (6 + 6 + 4) * tool_mean + (6 + 6 + 4) * code_mean
+    assert f"${expected:,.2f}" in total
+    line = projection_line(load_grid_config(str(base), [str(grid)])[0], str(root))
+    assert line.startswith("cellbench: projected for 32 episodes under astra:") and f"${expected:,.2f}" in line
+
+
+def test_cli_without_traces_says_what_to_do(tmp_path, capsys):
+    base = write_config(tmp_path / "config.yaml")
+    assert main(["estimate", "--config", str(base), "--results", str(tmp_path / "none")]) == 1
+    assert "run a pilot first" in capsys.readouterr().err
+
+
+def test_price_library_tables_and_their_tiers():
+    claude = library_table("claude-sonnet-4-5")
+    t = claude.table
+    assert claude.origin.startswith("genai-prices ") and "anthropic/claude-sonnet-4-5" in claude.origin
+    # Anthropic's list prices: $3 in, $0.30 read, $3.75 write (1.25x), $15 out; above 200k, input x2, output x1.5.
+    assert (t.input, t.cached_input, t.cache_write, t.output) == (3.0, 0.3, 3.75, 15.0)
+    assert (t.long_context_threshold, t.long_context_input_multiplier, t.long_context_output_multiplier) == \
+        (200000, 2.0, 1.5)
+    gpt = library_table("gpt-4.1").table
+    assert gpt.cache_write == gpt.input == 2.0 and gpt.long_context_threshold is None
+    with pytest.raises(CellbenchError, match="not in genai-prices"):
+        library_table("no-such-model-anywhere")
+
+
+def test_config_prices_win_over_the_library(tmp_path):
+    from agents.config import load_config
+
+    config = load_config(write_config(tmp_path / "config.yaml"))
+    config["prices"]["gpt-4.1"] = {**config["prices"]["cheap"]}
+    source = resolve_price_table(config, "gpt-4.1")
+    assert source.origin == "config" and source.table.input == 1
