@@ -2,8 +2,14 @@
 
 - `api_reference(...)`: the Markdown API reference the code agent reads.
 - `tool_schemas(...)`: the OpenAI function-tool schemas the tool agent gets.
+- `shared_facts()` / `conventions(...)`: every fact about the robot and the
+  episode that is not interface-specific (the world frame and surface
+  heights from the `Robot` docstring, the workspace, how failures and errors
+  come back, the success flag and the refusal after success), rendered into
+  both system prompts: the code agent's inside its API reference, the tool
+  agent's beside its tools.
 
-Both walk `Robot.primitive_specs()`; names, arguments, defaults and
+Both views walk `Robot.primitive_specs()`; names, arguments, defaults and
 descriptions come from the signatures and docstrings, so the two interfaces
 cannot drift apart.
 """
@@ -15,7 +21,7 @@ import re
 import typing
 from typing import Any, Literal, get_args, get_origin
 
-from robots.robot import TWO_ARMS, PrimitiveSpec, Robot
+from robots.robot import TWO_ARMS, WORKSPACE_HIGH, WORKSPACE_LOW, PrimitiveSpec, Robot
 
 #: Parameters that exist only on a two-arm robot: hidden from both views without the `two_arms`
 #: capability, so a one-arm benchmark's prompt is what it was before arms existed.
@@ -111,6 +117,34 @@ def tool_schemas(capabilities=("vla",), include_show: bool = True) -> list[dict[
     return tools
 
 
+def shared_facts() -> list[str]:
+    """The facts both interfaces' prompts carry, one paragraph each, in the same words.
+
+    The interface-specific form of a fact (a JSON key in a tool result, the
+    last line of a cell's output) is in each interface's prompt YAML; the
+    fact itself is here, once.
+    """
+    from agents.feedback import TASK_COMPLETE
+
+    low, high = WORKSPACE_LOW.tolist(), WORKSPACE_HIGH.tolist()
+    return [
+        " ".join(Robot.__doc__.split()),
+        f"Gripper targets must lie inside the workspace, x, y, z from {low} to {high} metres.",
+        "Ordinary failure is reported in a primitive's result (e.g. a move's `reached` is false), not as an error. "
+        "Bad arguments (an unknown name, a target outside the workspace) are refused with a ValueError before "
+        "the robot moves. Any other error a primitive meets comes back to you as that call's result, with its "
+        "type and message, and the episode goes on.",
+        "After every call that ran an acting primitive you are told the benchmark's own success check. "
+        f"Once the task is complete, every acting primitive is refused with \"{TASK_COMPLETE}\" "
+        "Read-only primitives still work. The episode ends when you call finish, or on its call or time budget.",
+    ]
+
+
+def conventions() -> str:
+    """`shared_facts` as the Markdown section both prompts include."""
+    return "## Conventions\n\n" + "\n\n".join(shared_facts()) + "\n"
+
+
 def _type_name(annotation) -> str:
     text = inspect.formatannotation(annotation)
     return text.replace("typing.", "").replace("robots.results.", "").replace("numpy.", "np.")
@@ -121,10 +155,8 @@ def api_reference(capabilities=("vla",)) -> str:
     lines = [
         "# `robo` API reference",
         "",
-        Robot.__doc__.strip().replace("\n    ", "\n"),
-        "",
-        "Acting primitives move the robot; before each one the runtime ends the cell if the task is already solved.",
-        "Ordinary failure is reported in the result (e.g. `Move.reached == False`); bad arguments raise `ValueError`.",
+        conventions(),
+        "## Primitives",
         "",
     ]
     for spec in visible_specs(capabilities):

@@ -239,7 +239,7 @@ class Robot:
 
     @primitive(acting=False)
     def image(self, camera: str = "agentview") -> np.ndarray:
-        """The camera's RGB image as a (H, W, 3) uint8 array, upright. Not shown to you; use show().
+        """The camera's RGB image as a (H, W, 3) uint8 array, upright, to compute on: it is not shown to you.
 
         Args:
             camera: camera name from the task card.
