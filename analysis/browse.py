@@ -11,7 +11,7 @@ writes `OUT/index.html` and beside it:
 * `episodes/<trace path>/index.html`: the episode page of `cellbench view`
   (agents/view.py), with its images hard-linked (copied across file systems)
   into `images/` beside it instead of inlined; rewritten only when the trace
-  is newer than the page;
+  is newer than the page or the code that draws pages changed;
 * `pairs/<comparison>/<benchmark>/<task>/seed<seed>[/r<repeat>].html`: the tool
   and the code episode of one instance side by side: both endings, one plot
   of cumulative input tokens and dollars, both call timelines on its call
@@ -131,12 +131,24 @@ def _link_images(trace: Path, page_dir: Path) -> None:
             shutil.copy2(image, dest)
 
 
-def write_episode_page(trace: Path, page: Path, index_href: str) -> bool:
+def pages_version() -> str:
+    """Digest of the code that draws episode pages: when it changes, every page is redrawn."""
+    import hashlib
+
+    import agents.view
+
+    h = hashlib.sha256(Path(agents.view.__file__).read_bytes())
+    h.update(Path(__file__).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def write_episode_page(trace: Path, page: Path, index_href: str, force: bool = False) -> bool:
     """The episode's page (agents/view.py) unless it is newer than the trace; True when written."""
     record = trace / "episode.json"
     if not record.exists():
         record = trace / "planner_error.json"
-    if page.exists() and record.exists() and page.stat().st_mtime_ns >= record.stat().st_mtime_ns:
+    if (not force and page.exists() and record.exists()
+            and page.stat().st_mtime_ns >= record.stat().st_mtime_ns):
         return False
     page.parent.mkdir(parents=True, exist_ok=True)
     nav = f'<p class="nav"><a href="{_e(index_href)}">&larr; all episodes</a></p>'
@@ -573,10 +585,13 @@ def build_site(db_path: str | Path, out_dir: str | Path, price: PriceTable, figu
             pair_links.setdefault(row[f"{agent}_trace_dir"], []).append([f"pair ({row['comparison']})", href])
         pair_rows.append([_js_value(row[c]) for c in PAIR_COLUMNS] + [[["pair page", href]]])
 
+    version_file = out / "data" / "pages.version"
+    version = pages_version()
+    redraw = not version_file.exists() or version_file.read_text().strip() != version
     episode_rows = []
     for n, row in enumerate(episodes.to_dict("records"), 1):
         page = layout.episode_page(row["trace_dir"])
-        written = write_episode_page(layout.trace_path(row["trace_dir"]), page, _href(index, page.parent))
+        written = write_episode_page(layout.trace_path(row["trace_dir"]), page, _href(index, page.parent), redraw)
         summary.episode_pages_written += written
         values = {**row, "dollars": dollars.get(row["trace_dir"], 0.0)}
         episode_rows.append([_js_value(values[c]) for c in EPISODE_COLUMNS]
@@ -593,6 +608,7 @@ def build_site(db_path: str | Path, out_dir: str | Path, price: PriceTable, figu
     summary.pairs = len(data.paired)
 
     _write_js(out / "data" / "episodes.js", "CELLBENCH_EPISODES", [*EPISODE_COLUMNS, "links"], episode_rows)
+    version_file.write_text(version + "\n")
     _write_js(out / "data" / "pairs.js", "CELLBENCH_PAIRS", [*PAIR_COLUMNS, "links"], pair_rows)
     figures = _copy_figures(Path(figures_dir) if figures_dir else None, out)
     summary.figures = len(figures)
