@@ -108,3 +108,22 @@ def test_config_prices_win_over_the_library(tmp_path):
     config["prices"]["gpt-4.1"] = {**config["prices"]["cheap"]}
     source = resolve_price_table(config, "gpt-4.1")
     assert source.origin == "config" and source.table.input == 1
+
+
+def test_snakemake_prints_the_projection_for_a_paid_planner_only(workflow_copy, snakemake):
+    root = workflow_copy / "results" / "episodes"
+    write_episode(root, agent="tool", calls=[call(1, 1000, 0, 0, 100)])  # $0.015 under gpt-6-astra
+    write_episode(root, agent="code", calls=[call(1, 2000, 0, 0, 100)])  # $0.025
+    (workflow_copy / "paid.yaml").write_text("planner: {name: openai-responses, model: gpt-5, "
+                                             "reasoning_effort: high}\n")
+    paid = snakemake(workflow_copy, "-n", "--configfile", "paid.yaml")
+    assert paid.returncode == 0, paid.stdout[-2000:]
+    from agents.config import episode_grid, load_config
+
+    grid = episode_grid(load_config(workflow_copy / "config.yaml"))
+    n_tool, n_code = (sum(e["agent"] == a for e in grid) for a in ("tool", "code"))
+    line = next(x for x in paid.stdout.splitlines() if x.startswith("cellbench: projected"))
+    assert line.startswith(f"cellbench: projected for {len(grid)} episodes under gpt-6-astra:")
+    assert f"${n_tool * 0.015 + n_code * 0.025:.2f}" in line and "usage ESTIMATED" in line
+    scripted = snakemake(workflow_copy, "-n")
+    assert scripted.returncode == 0 and "cellbench: projected" not in scripted.stdout

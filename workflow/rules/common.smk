@@ -57,6 +57,16 @@ if workflow.is_main_process:
 
 EPISODES = episode_grid(config)
 
+# A paid planner: the grid's projected bill, from the traces on disk, before
+# any episode runs (dry runs too).  `cellbench estimate` prints it per cell.
+if workflow.is_main_process and config["planner"]["name"] != "scripted":
+    from analysis.estimate import projection_line
+
+    try:
+        print(projection_line(config), file=sys.stderr)
+    except CellbenchError as e:
+        print(f"cellbench: no cost projection: {e}", file=sys.stderr)
+
 
 # ------------------------------------------------------------- killed runs
 # Snakemake's own locks (.snakemake/locks) outlive a run killed with SIGKILL,
