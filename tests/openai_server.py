@@ -318,6 +318,14 @@ def _usage_json(spec: dict[str, Any] | None, prompt: int, completion: int) -> di
 _APIS = {"/chat/completions": "chat", "/responses": "responses", "/messages": "anthropic"}
 
 
+def _invalid_chat_message(body: dict[str, Any]) -> str | None:
+    """OpenAI's 400 for an assistant message with null content and no tool call (None when valid)."""
+    for i, message in enumerate(body.get("messages") or []):
+        if message.get("role") == "assistant" and message.get("content") is None and not message.get("tool_calls"):
+            return f"Invalid value for 'messages[{i}].content': expected a string, got null."
+    return None
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as real endpoints do: the SDK reuses connections
     disable_nagle_algorithm = True  # headers and body go out in two writes: avoid the 40 ms delayed-ACK stall
@@ -356,6 +364,10 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             return self._send_error(400, "We could not parse the JSON body of your request.", None,
                                     "invalid_request_error")
+        if fault is None and self.api == "chat":
+            invalid = _invalid_chat_message(body)
+            if invalid:  # what OpenAI itself answers, before any model sees the request
+                return self._send_error(400, invalid, None, "invalid_request_error")
         if fault is None:
             try:
                 answer = self.owner.responder(body)
