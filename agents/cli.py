@@ -55,6 +55,20 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="price table to bill under (repeatable): a prices: key, else a genai-prices model")
     s.add_argument("--results", default="results/episodes", help="where the pilot traces are")
 
+    s = sub.add_parser("serve", help="an OpenAI-compatible endpoint answering with the scripted planner (rehearsal)",
+                       description="Chat Completions at http://HOST:PORT/v1 whose replies are the scripted "
+                                   "planner's, with injected latency and failures; usage is estimated and marked so.")
+    s.add_argument("--host", default="127.0.0.1", help="0.0.0.0 to serve other machines (SLURM nodes)")
+    s.add_argument("--port", type=int, default=8765)
+    s.add_argument("--model", default="scripted-v1")
+    s.add_argument("--latency-s", type=float, default=0.0, help="seconds from request to reply")
+    s.add_argument("--jitter-s", type=float, default=0.0, help="latency drawn uniformly from latency +- jitter")
+    s.add_argument("--fail-rate", type=float, default=0.0, help="fraction of requests answered with an error")
+    s.add_argument("--fail-statuses", default="429,500,503", help="statuses drawn for injected errors")
+    s.add_argument("--retry-after-s", type=float, default=1.0, help="Retry-After of an injected 429")
+    s.add_argument("--seed", type=int, default=0, help="seed of the latency and failure draws")
+    s.add_argument("--quiet", action="store_true", help="no line per request on stderr")
+
     s = sub.add_parser("ingest", help="load every complete trace into DuckDB")
     s.add_argument("--results", default="results/episodes")
     s.add_argument("--db", default=DEFAULT_DB)
@@ -117,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             from analysis.estimate import main_estimate
 
             return main_estimate(args)
+        if cmd == "serve":
+            from agents.serve import main_serve
+
+            return main_serve(args)
         if cmd in ("ingest", "report", "figures", "browse", "sql"):
             from analysis import commands
 
