@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agents.cellworker import RESTART_EXCEPTION
@@ -32,6 +32,7 @@ from agents.planners.base import ContextOverflow, PlannerError, PlannerReply, Re
 from agents.prompts import load_prompts
 from agents.records import CallRecord, EpisodeRecord, PrimitiveRecord, Usage
 from agents.runtime import ActionResult, RuntimeClient, RuntimeDied, RuntimeLimits, RuntimeTimeout
+from agents.textcalls import no_call_message
 from agents.trace import TraceWriter, data_url, image_key
 from agents.usage import input_sources
 
@@ -109,6 +110,24 @@ class EpisodeSpec:
     stop_on_success: bool = False
     """End the episode at the first call after which the check holds (False: the paper's protocol, the
     planner ends it with `finish` and its calls after success are counted)."""
+    vision: bool = True
+    """Images reach the planner; False (the planner's `vision: false`): each is a text note, `withheld_note`."""
+    tool_calls: str = "native"
+    """How the planner's calls are written (its `tool_calls`), so a reply without one is told how to write it."""
+
+
+#: How a withheld image's note begins (the trace counts them by it).
+WITHHELD_PREFIX = "[image withheld:"
+
+
+def withheld_note(camera: str) -> str:
+    """What a text-only planner gets in place of an image, in both agents' prompts (the image stays in the trace)."""
+    return f"{WITHHELD_PREFIX} {camera} camera image not shown: this planner reads no images]"
+
+
+def _count_withheld(messages: list[dict[str, Any]]) -> int:
+    return sum(1 for m in messages if isinstance(m.get("content"), list) for p in m["content"]
+               if p.get("type") == "text" and p.get("text", "").startswith(WITHHELD_PREFIX))
 
 
 def _count_images(messages: list[dict[str, Any]]) -> int:
@@ -121,11 +140,13 @@ def _count_images(messages: list[dict[str, Any]]) -> int:
     )
 
 
-def _image_message(text: str, images: list[tuple[str, bytes]], urls: dict[str, str], refs: dict[str, str]) -> dict:
+def _image_message(text: str, images: list[tuple[str, bytes]], urls: dict[str, str], refs: dict[str, str],
+                   vision: bool = True) -> dict:
     parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
     for camera, png in images:
         url = data_url(png)
-        parts.append({"type": "image_url", "image_url": {"url": url, "detail": "high"}})
+        parts.append({"type": "image_url", "image_url": {"url": url, "detail": "high"}} if vision
+                     else {"type": "text", "text": withheld_note(camera)})
         urls[camera] = url
     return {"role": "user", "content": parts}
 
@@ -137,6 +158,7 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
     if spec.ablation not in ABLATION_EFFECTS:
         raise ValueError(f"unknown ablation {spec.ablation!r}; known: {', '.join(ABLATION_EFFECTS)}")
     effects = ABLATION_EFFECTS[spec.ablation]
+    spec = replace(spec, vision=getattr(planner, "vision", True), tool_calls=getattr(planner, "tool_calls", "native"))
     if effects["images_on_demand"] and spec.agent != "tool":
         raise ValueError("the images_on_demand ablation exists for the tool agent only")
     caps = ("vla",) if effects["vla"] else ()
@@ -190,11 +212,16 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
         runtime.start_clock(spec.wall_clock_s)
         tools, messages = _opening(spec, card, caps, effects, init["images"], image_refs, trace)
         for call_index in range(1, spec.call_budget + 1):
-            images_in = _count_images(messages)
+            images_in, withheld_in = _count_images(messages), _count_withheld(messages)
             sources = input_sources(messages, tools)  # the prompt as sent, before the reply joins it
             t_call = time.time()
             try:
                 reply: PlannerReply = planner.next(messages, tools)
+            except CellbenchError:
+                # A setting the endpoint cannot serve (PlannerConfigError): the user's error, not an episode.
+                runtime.close()
+                trace.discard()
+                raise
             except ContextOverflow as e:
                 status, error = "context_overflow", str(e)
                 break
@@ -221,7 +248,7 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
                 break
             interrupted = None
             try:
-                rec, result = _act(spec, reply, messages, runtime, trace, call_index, image_refs)
+                rec, result = _act(spec, reply, messages, runtime, trace, call_index, image_refs, tools)
             except (RuntimeTimeout, RuntimeDied) as e:
                 # The LLM call was made and billed: keep its row, so calls.jsonl sums to the episode totals.
                 if not hasattr(e, "call_record"):
@@ -232,6 +259,7 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
             rec.usage_source, rec.raw_usage, rec.retries = reply.usage_source, reply.raw_usage, reply.retries
             rec.retry_errors = list(reply.retry_errors) or None
             rec.input_sources = sources
+            rec.images_withheld = withheld_in
             for k in ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens", "reasoning_tokens"):
                 setattr(rec, k, getattr(reply.usage, k))
             if result is not None:
@@ -319,23 +347,8 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
 
 
 def _opening(spec, card, caps, effects, first_images, image_refs, trace):
-    """System prompt, task message (with the first images) and tool list of the chosen interface."""
-    system, tools, task_text = render_prompt(spec, card, caps, effects)
-    urls: dict[str, str] = {}
-    opening = _image_message(task_text, first_images, urls, image_refs)
-    for camera, png in first_images:
-        image_refs[image_key(urls[camera])] = trace.image(0, camera, png)
-    return tools, [{"role": "system", "content": system}, opening]
-
-
-def render_prompt(spec: EpisodeSpec, card: dict[str, Any], caps, effects) -> tuple[str, list[dict[str, Any]], str]:
-    """(system prompt, tools, task text) of `spec.agent` for a task card; no scene needed.
-
-    Every fact that is not interface-specific reaches both system prompts
-    from one source, `robots.api_docs.shared_facts`.
-    """
-    from agents.feedback import TASK_SUCCESS_KEY, success_line
-    from robots.api_docs import api_reference, conventions, tool_schemas
+    """System prompt, task message and tool list of the chosen interface."""
+    from robots.api_docs import api_reference, tool_schemas
 
     prompts = load_prompts(spec.agent)
     if len(card.get("arms", ("right",))) > 1:
@@ -350,18 +363,22 @@ def render_prompt(spec: EpisodeSpec, card: dict[str, Any], caps, effects) -> tup
         else:
             cameras_after_move = auto_cameras(len(card.get("arms", ("right",))), spec.n_images)
             note = prompts["images_after_move"].format(n_images=spec.n_images, cameras=", ".join(cameras_after_move))
-        system = prompts["system"].format(images_note=note, success_key=TASK_SUCCESS_KEY, conventions=conventions())
+        system = prompts["system"].format(images_note=note)
         tools = tool_schemas(caps, include_show=effects["images_on_demand"]) + [FINISH_TOOL]
     else:
-        system = prompts["system"].format(api_reference=api_reference(caps), success_line=success_line(True))
+        system = prompts["system"].format(api_reference=api_reference(caps))
         tools = [PYTHON_TOOL, FINISH_TOOL]
     if card.get("guide"):
         system += "\n\n# Operating guide\n\n" + card["guide"]
     task_text = prompts["task"].format(instruction=card["instruction"], objects=objects, cameras=cameras)
-    return system, tools, task_text
+    urls: dict[str, str] = {}
+    opening = _image_message(task_text, first_images, urls, image_refs, spec.vision)
+    for camera, png in first_images:
+        image_refs[image_key(urls[camera])] = trace.image(0, camera, png)
+    return tools, [{"role": "system", "content": system}, opening]
 
 
-def _act(spec, reply, messages, runtime, trace, call_index, image_refs):
+def _act(spec, reply, messages, runtime, trace, call_index, image_refs, tools):
     """Execute the first tool call of a reply; answer every tool call so the conversation stays valid."""
     # "" and not None: OpenAI answers 400 to an assistant message with null content and no tool call.
     assistant: dict[str, Any] = {"role": "assistant", "content": reply.text or ""}
@@ -378,9 +395,10 @@ def _act(spec, reply, messages, runtime, trace, call_index, image_refs):
     )
     rec.tool_calls_in_reply = len(reply.tool_calls)
     if not reply.tool_calls:
-        messages.append({"role": "user", "content": "Reply with exactly one tool call."})
+        messages.append({"role": "user", "content": no_call_message(reply.text, spec.tool_calls, tools)})
         return rec, None
     call, extra = reply.tool_calls[0], reply.tool_calls[1:]
+    rec.tool_call_source = call.source
     result: ActionResult | None = None
 
     def request(*a):
@@ -436,7 +454,7 @@ def _act(spec, reply, messages, runtime, trace, call_index, image_refs):
     if result is not None and result.images:
         urls: dict[str, str] = {}
         label = "Images you requested:" if spec.agent == "code" or not any(r["acting"] for r in result.primitives) else "Camera images after the move:"
-        messages.append(_image_message(label, result.images, urls, image_refs))
+        messages.append(_image_message(label, result.images, urls, image_refs, spec.vision))
         for camera, png in result.images:
             image_refs[image_key(data_url(png))] = trace.image(call_index, camera, png)
     return rec, result

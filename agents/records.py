@@ -138,6 +138,10 @@ class CallRecord:
     """Tool calls the model's reply held; only the first is executed, the others are answered "Not executed"."""
     input_sources: InputSources | None = None
     """This call's input tokens by source (schema v2; None in v1 traces and for calls that never reached the model)."""
+    tool_call_source: Literal["native", "text"] | None = None
+    """Where the executed call came from: the API's tool_calls field, or the reply's text (planner.tool_calls: text); None when the reply held no call."""
+    images_withheld: int = 0
+    """Images this call's prompt would hold that a text-only planner (planner.vision: false) got as a text note instead (the images are in the trace)."""
     left_api: list[str] | None = None
     """What the cell tried outside the API, as its worker noticed it (`robo.<private>`, gc, ctypes, subprocess,
     socket, fork, opening a path outside work/); None for tool calls and in older traces."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agents.errors import CellbenchError
 from agents.records import Usage
 
 
@@ -20,6 +21,8 @@ class ToolCall:
     name: str
     arguments: str
     """Raw JSON text as the model wrote it (may be malformed)."""
+    source: str = "native"
+    """'native' (the API's tool_calls field) or 'text' (read from the reply's text, `agents.textcalls`)."""
 
 
 @dataclass
@@ -51,6 +54,11 @@ class RequestRejected(PlannerError):
     as `planner_error` - rerunning would send the same conversation and meet the same refusal.
     (A subclass so that code catching PlannerError still sees every endpoint failure; the episode
     loop catches this one first.)"""
+
+
+class PlannerConfigError(CellbenchError):
+    """The endpoint cannot serve this planner setting (e.g. images to a text-only model): a
+    configuration error naming the key to change, never retried and never an episode."""
 
 
 class ContextOverflow(RuntimeError):

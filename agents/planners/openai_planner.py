@@ -43,7 +43,9 @@ from typing import Any, Callable
 import openai
 
 from agents.errors import CellbenchError
-from agents.planners.base import ContextOverflow, PlannerError, PlannerReply, RequestRejected, ToolCall
+from agents import textcalls
+from agents.planners.base import (ContextOverflow, PlannerConfigError, PlannerError, PlannerReply,
+                                  RequestRejected, ToolCall)
 from agents.records import Usage
 
 #: HTTP statuses worth another try: timeouts, lock conflicts, rate limits, server faults.
@@ -62,8 +64,16 @@ _CONTEXT_LENGTH = re.compile(
 CONFIG_KEYS = frozenset({
     "name", "model", "base_url", "api_key_env", "temperature", "top_p", "max_output_tokens",
     "max_tokens_param", "tool_choice", "parallel_tool_calls", "extra_body", "max_retries",
-    "timeout_s", "backoff_base_s", "backoff_max_s", "reasoning_effort",
+    "timeout_s", "backoff_base_s", "backoff_max_s", "reasoning_effort", "vision", "tool_calls",
+    "constrain_calls",
 })
+
+#: Server wordings of "this model reads no images" (llama.cpp, vLLM, gateways).
+_NO_VISION = re.compile(
+    r"image input is not supported|does not support (image|vision|multimodal)|images? (are|is) not supported"
+    r"|not a multimodal model|vision is not (supported|enabled)|multimodal is not supported",
+    re.IGNORECASE,
+)
 
 #: `planner.reasoning_effort` values (OpenAI's scale; each backend maps them to its own field).
 REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
@@ -119,6 +129,9 @@ class OpenAIPlanner:
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 60.0,
         reasoning_effort: str | None = None,
+        vision: bool = True,
+        tool_calls: str = "native",
+        constrain_calls: bool = False,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
     ):
@@ -128,7 +141,23 @@ class OpenAIPlanner:
         OpenAI wants `max_completion_tokens`, some servers only `max_tokens`.
         `reasoning_effort` is sent as the request's `reasoning_effort`
         (temperature and top_p are then left out).
+        `vision: False`: the model reads no images (the episode sends a
+        text note in place of each one).  `tool_calls: text`: no `tools`
+        field; calls are written and read as text (`agents.textcalls`);
+        `constrain_calls` then sends the calls' JSON schema as
+        `response_format`, so a server with grammar-constrained decoding
+        (llama.cpp, vLLM) cannot leave the format.
         """
+        if tool_calls not in textcalls.MODES:
+            raise CellbenchError(f"planner.tool_calls must be one of {', '.join(textcalls.MODES)}, "
+                                 f"not {tool_calls!r}")
+        if constrain_calls and tool_calls != "text":
+            raise CellbenchError("planner.constrain_calls needs planner.tool_calls: text "
+                                 "(native calls are constrained by the server's tool_choice)")
+        self.vision = bool(vision)
+        self.tool_calls = tool_calls
+        self.constrain_calls = bool(constrain_calls)
+        self._text_calls = 0
         if max_tokens_param not in ("max_completion_tokens", "max_tokens"):
             raise CellbenchError(f"planner.max_tokens_param must be max_completion_tokens or max_tokens, "
                                  f"not {max_tokens_param!r}")
@@ -195,7 +224,12 @@ class OpenAIPlanner:
     def request_params(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         """The keyword arguments of `chat.completions.create` for this call."""
         params: dict[str, Any] = {"model": self.model, "messages": messages}
-        if tools:
+        if self.tool_calls == "text":
+            params["messages"] = textcalls.to_text_conversation(messages, tools)
+            if self.constrain_calls and tools:
+                params["response_format"] = {"type": "json_schema", "json_schema": {
+                    "name": "tool_call", "strict": True, "schema": textcalls.call_schema(tools)}}
+        elif tools:
             params["tools"] = tools
             if self.tool_choice is not None:
                 params["tool_choice"] = self.tool_choice
@@ -255,6 +289,11 @@ class OpenAIPlanner:
         if not isinstance(exc, self.status_error):
             return None  # connection, timeout, unparseable body, no choices: transient
         status = exc.status_code
+        if _NO_VISION.search(_error_message(exc)):
+            raise PlannerConfigError(
+                f"{self.model} at {self.base_url or self.default_endpoint} reads no images "
+                f"({errors[-1]}): set planner.vision: false to send a text note in place of each image"
+            ) from exc
         if status in RETRY_STATUSES or status >= 500:
             return _retry_after(exc.response.headers)
         if _is_context_length(exc):
@@ -288,15 +327,19 @@ class OpenAIPlanner:
         except AttributeError as exc:
             raise _MalformedResponse(f"malformed tool call: {exc}") from exc
         text = message.content or ""
+        if self.tool_calls == "text" and not calls:
+            calls = [self._text_call(c) for c in textcalls.parse_calls(text, textcalls.tool_names(tools))]
         if completion.usage is None:
             usage, raw = self._estimate(messages, tools, [text, *calls])
             return PlannerReply(text=text, tool_calls=calls, usage=usage, usage_source="estimated", raw_usage=raw)
         # exclude_unset: the fields the server sent (extra ones included), not the SDK's defaults.
         raw = completion.usage.model_dump(exclude_unset=True)
-        # A rehearsal endpoint (`cellbench serve`) sends the estimator's numbers marked "estimated".
-        source = "estimated" if raw.get("estimated") is True else "provider"
         return PlannerReply(text=text, tool_calls=calls, usage=usage_from_openai(raw),
-                            usage_source=source, raw_usage=raw)
+                            usage_source="provider", raw_usage=raw)
+
+    def _text_call(self, call: textcalls.TextCall) -> ToolCall:
+        self._text_calls += 1
+        return ToolCall(id=f"text_call_{self._text_calls}", name=call.name, arguments=call.arguments, source="text")
 
     def _estimate(self, messages, tools, output) -> tuple[Usage, dict[str, Any]]:
         from agents.usage import UsageEstimator
