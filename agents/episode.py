@@ -347,8 +347,23 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
 
 
 def _opening(spec, card, caps, effects, first_images, image_refs, trace):
-    """System prompt, task message and tool list of the chosen interface."""
-    from robots.api_docs import api_reference, tool_schemas
+    """System prompt, task message (with the first images) and tool list of the chosen interface."""
+    system, tools, task_text = render_prompt(spec, card, caps, effects)
+    urls: dict[str, str] = {}
+    opening = _image_message(task_text, first_images, urls, image_refs, spec.vision)
+    for camera, png in first_images:
+        image_refs[image_key(urls[camera])] = trace.image(0, camera, png)
+    return tools, [{"role": "system", "content": system}, opening]
+
+
+def render_prompt(spec: EpisodeSpec, card: dict[str, Any], caps, effects) -> tuple[str, list[dict[str, Any]], str]:
+    """(system prompt, tools, task text) of `spec.agent` for a task card; no scene needed.
+
+    Every fact that is not interface-specific reaches both system prompts
+    from one source, `robots.api_docs.shared_facts`.
+    """
+    from agents.feedback import TASK_SUCCESS_KEY, success_line
+    from robots.api_docs import api_reference, conventions, tool_schemas
 
     prompts = load_prompts(spec.agent)
     if len(card.get("arms", ("right",))) > 1:
@@ -363,19 +378,15 @@ def _opening(spec, card, caps, effects, first_images, image_refs, trace):
         else:
             cameras_after_move = auto_cameras(len(card.get("arms", ("right",))), spec.n_images)
             note = prompts["images_after_move"].format(n_images=spec.n_images, cameras=", ".join(cameras_after_move))
-        system = prompts["system"].format(images_note=note)
+        system = prompts["system"].format(images_note=note, success_key=TASK_SUCCESS_KEY, conventions=conventions())
         tools = tool_schemas(caps, include_show=effects["images_on_demand"]) + [FINISH_TOOL]
     else:
-        system = prompts["system"].format(api_reference=api_reference(caps))
+        system = prompts["system"].format(api_reference=api_reference(caps), success_line=success_line(True))
         tools = [PYTHON_TOOL, FINISH_TOOL]
     if card.get("guide"):
         system += "\n\n# Operating guide\n\n" + card["guide"]
     task_text = prompts["task"].format(instruction=card["instruction"], objects=objects, cameras=cameras)
-    urls: dict[str, str] = {}
-    opening = _image_message(task_text, first_images, urls, image_refs, spec.vision)
-    for camera, png in first_images:
-        image_refs[image_key(urls[camera])] = trace.image(0, camera, png)
-    return tools, [{"role": "system", "content": system}, opening]
+    return system, tools, task_text
 
 
 def _act(spec, reply, messages, runtime, trace, call_index, image_refs, tools):

@@ -334,8 +334,10 @@ class OpenAIPlanner:
             return PlannerReply(text=text, tool_calls=calls, usage=usage, usage_source="estimated", raw_usage=raw)
         # exclude_unset: the fields the server sent (extra ones included), not the SDK's defaults.
         raw = completion.usage.model_dump(exclude_unset=True)
+        # A rehearsal endpoint (`cellbench serve`) sends the estimator's numbers marked "estimated".
+        source = "estimated" if raw.get("estimated") is True else "provider"
         return PlannerReply(text=text, tool_calls=calls, usage=usage_from_openai(raw),
-                            usage_source="provider", raw_usage=raw)
+                            usage_source=source, raw_usage=raw)
 
     def _text_call(self, call: textcalls.TextCall) -> ToolCall:
         self._text_calls += 1
