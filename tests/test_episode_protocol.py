@@ -165,3 +165,22 @@ def test_an_empty_reply_is_sent_back_as_empty_text_not_null(stub, tmp_path):
     run_episode(spec(call_budget=2), planner, str(tmp_path))
     assistants = [m for m in planner.seen if m["role"] == "assistant"]
     assert assistants and all(m["content"] == "" for m in assistants)
+
+
+def test_stop_on_success_is_a_config_key_off_by_default_and_reaches_the_spec():
+    from types import SimpleNamespace
+
+    from agents.config import validate_config
+    from agents.play import spec_from_args
+
+    config = validate_config({
+        "benchmarks": {"libero_pro": {"tasks": ["libero_spatial_swap/0"], "seeds": [0], "call_budget": 40}},
+        "agents": ["tool", "code"], "ablations": ["full"], "planner": {"name": "scripted", "model": "scripted-v1"},
+        "prices": {"m": {"input": 1.0, "cached_input": 0.1, "output": 2.0}}, "price_model": "m"})
+    assert config["episode"]["stop_on_success"] is False  # the paper's protocol
+    args = SimpleNamespace(benchmark="libero_pro", task="libero_spatial_swap/0", seed=0, agent="tool",
+                           ablation="full", repeat=0, planner=None, model=None, call_budget=None, wall_clock=None)
+    assert spec_from_args(args, config)[0].stop_on_success is False
+    config["episode"]["stop_on_success"] = True
+    spec = spec_from_args(args, config)[0]
+    assert spec.stop_on_success is True and "stop_on_success" not in spec.extra
