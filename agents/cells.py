@@ -85,7 +85,7 @@ def _cell_traceback(e: BaseException) -> str:
     tb = e.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != CELL_FILENAME:
         tb = tb.tb_next
-    te = traceback.TracebackException(type(e), e, tb)
+    te = traceback.TracebackException(type(e), e, tb, lookup_lines=False)  # read sources only of frames kept
     te.stack = traceback.StackSummary.from_list([f for f in te.stack if f.filename != _PROXY_FILE])
     return "".join(te.format()).rstrip()
 

@@ -1,54 +1,88 @@
-"""What the runtime child's isolation stops (agents/runtime.py, README "Isolation"), on a real scene.
+"""Sealed cells (agents/cellworker.py, agents/sandbox.py, README "Isolation"), on a real scene.
 
 One code-agent episode plays a list of hostile cells, each bounded so that
-the test cannot hurt the machine: it reads the environment for the key,
-writes where the trace files are, allocates without bound (256 MiB of room),
-forks in a loop (16 processes at most), opens files without bound, calls
-`exit()`, and finally spins until its CPU limit (12 s) kills the runtime.
-Each ends with a clear result in the trace; nothing of the child is left
-running; and the next episode runs normally.  Two scene builds (~15-50 s each).
+the test cannot hurt the machine, with a benign cell after each group: the
+robot's backend and private attributes, the simulator through `gc` and
+`sys.modules`, a secret in a file under `$HOME` and one in another episode's
+trace directory, a write beside the trace files, a TCP connection to a
+server this test listens with on 127.0.0.1, a host name, `subprocess`
+touching a file and the network, a fork bomb, 50 GB, open files without
+bound, `exit()`, a segfault through ctypes and a spin until the worker's CPU
+limit.  Each fails with a clear result in the trace, the episode goes on to
+`finish`, and the next episode runs normally.  Two scene builds for the
+hostile episode and the next one (~15-50 s each), one more for `required`.
 """
 from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
+import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
+from agents.cellworker import RESTART_EXCEPTION, RESTARTED
 from agents.episode import EpisodeSpec, run_episode
+from agents.errors import CellbenchError
 from agents.planners.base import PlannerReply, ToolCall
 from agents.records import Usage
-from agents.runtime import RuntimeLimits, _group_size, describe_exit, scrubbed_env
+from agents.runtime import RuntimeLimits, describe_exit, scrubbed_env
+from agents.sandbox import LAYERS, UNAVAILABLE_ENV
 from agents.schema import validate_trace
 
 SECRET = "sk-cellbench-isolation-test-0123456789"
-# Room for the allocation is kept small and the CPU limit generous: zeroing memory costs CPU time
-# (page faults count towards RLIMIT_CPU), and on a slow machine 1 GiB of it and 5 s of limit let
-# SIGXCPU end the runtime before the later cells ran.
-LIMITS = RuntimeLimits(cell_memory=256 * 2**20, cpu_s=12.0, max_processes=16)
+# Generous CPU: a slow CI machine spends more of it building the scene and zeroing memory; only the
+# spinning cell is meant to reach it.  Room for the allocation is kept small (zeroing it costs CPU time).
+LIMITS = RuntimeLimits(cell_memory=256 * 2**20, cpu_s=20.0, max_processes=16)
+SIMULATOR_MODULES = ("mujoco", "robosuite", "libero", "robots.robot", "robots.backend", "robots.libero_pro",
+                     "agents.runtime", "openai")
 
-CELLS = {
-    "environ": "import os\n"
-               "print(sorted(k for k in os.environ if 'KEY' in k or 'COPY' in k))\n"
-               f"print({SECRET!r} in repr(dict(os.environ)))",
-    "workdir": "import os\nprint(os.getcwd())\n"
-               "open('calls.jsonl', 'w').write('not a trace row')\nopen('episode.json', 'w').write('{}')",
-    "allocate": "def grab():\n    chunks = []\n    while True:\n        chunks.append(bytearray(16 * 2**20))\n"
-                "grab()",
-    "after_allocate": "print('alive', len(bytearray(10 * 2**20)))",
-    "fork_continues": "import os\npid = os.fork()\nprint('copy' if pid == 0 else 'runtime')",
-    "fork_loop": "import os, time\nkids = []\n"
-                 "try:\n    for i in range(1000):\n        pid = os.fork()\n        if pid == 0:\n"
-                 "            time.sleep(600)\n            os._exit(0)\n        kids.append(pid)\n"
-                 "except BlockingIOError as e:\n    print('refused after', len(kids), 'forks:', e)\n"
-                 "print('group', os.getpgid(0))",
-    "open_files": "import os\nfiles = [open(os.devnull) for _ in range(100_000)]",
-    "exit": "exit(3)",
-    "after_exit": "print('still here')",
-    "spin": "while True:\n    pass",
-}
+
+def hostile_cells(home_secret: Path, other_trace: Path, trace_dir: Path, port: int) -> dict[str, str]:
+    outside = trace_dir / "pwned.txt"
+    return {
+        "environ": "import os\n"
+                   "print(sorted(k for k in os.environ if 'KEY' in k or 'COPY' in k))\n"
+                   f"print({SECRET!r} in repr(dict(os.environ)))",
+        "workdir": "import os\nprint(os.getcwd())\n"
+                   "open('calls.jsonl', 'w').write('not a trace row')\nopen('episode.json', 'w').write('{}')",
+        "backend": "robo.backend.success()",
+        "private": "robo._motion",
+        "guard_off": "robo.guard = None",
+        "gc": "import gc, sys\n"
+              f"mods = {SIMULATOR_MODULES!r}\n"
+              "print(sorted(m for m in sys.modules if m.startswith(mods)))\n"
+              "print(sorted({type(o).__module__ for o in gc.get_objects()\n"
+              "              if type(o).__module__ and type(o).__module__.startswith(mods)}))\n"
+              "import robots.robot",
+        "after_gc": "s = robo.state()\nprint('state', len(s.eef_pos), s.holding)",
+        "home_secret": f"print(open({str(home_secret)!r}).read())",
+        "other_trace": f"print(open({str(other_trace / 'calls.jsonl')!r}).read())",
+        "list_results": f"import os\nprint(os.listdir({str(other_trace.parent)!r}))",
+        "write_outside": f"open({str(trace_dir / 'episode.json')!r}, 'w').write('{{}}')",
+        "tcp": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5)",
+        "dns": "import socket\nprint(socket.getaddrinfo('pypi.org', 443))",
+        "subprocess": "import subprocess\n"
+                      f"subprocess.run(['sh', '-c', 'echo pwned > {outside}; "
+                      f"echo x > /dev/tcp/127.0.0.1/{port}'])",
+        "fork_bomb": "import os\nwhile True:\n    os.fork()",
+        "after_fork_bomb": "print('alive', robo.state().gripper_width_m >= 0)",
+        "allocate_50g": "x = bytearray(50 * 2**30)",
+        "allocate": "def grab():\n    chunks = []\n    while True:\n        chunks.append(bytearray(16 * 2**20))\n"
+                    "grab()",
+        "after_allocate": "kept = 41\nprint('alive', len(bytearray(10 * 2**20)))",
+        "open_files": "import os\nfiles = [open(os.devnull) for _ in range(100_000)]",
+        "exit": "exit(3)",
+        "after_exit": "print('still here', kept)",
+        "segfault": "import ctypes\nctypes.string_at(0)",
+        "after_segfault": "print('kept' in dir(), robo.state().gripper_width_m >= 0)",
+        "spin": "while True:\n    pass",
+        "after_spin": "import numpy as np\nprint('after spin', int(np.arange(4).sum()), robo.locate('plate_1').found)",
+    }
 
 
 class CellPlanner:
@@ -81,66 +115,118 @@ def spec(**kw) -> EpisodeSpec:
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
-    out = tmp_path_factory.mktemp("hostile")
-    planner = CellPlanner(list(CELLS.values()))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("OPENAI_API_KEY", SECRET)  # as the agent loop holds it
-        mp.setenv("CELLBENCH_COPY", SECRET)  # the same key under an innocent name
-        rec = run_episode(spec(call_budget=len(CELLS) + 1, wall_clock_s=300, limits=LIMITS), planner, str(out))
-    replies = dict(zip(CELLS, planner.replies))
+    root = tmp_path_factory.mktemp("hostile")
+    out = root / "results" / "code" / "seed0"
+    other = root / "results" / "tool" / "seed0"  # the other agent's trace of the same instance
+    other.mkdir(parents=True)
+    (other / "calls.jsonl").write_text(f"other trace {SECRET}")
+    home_secret = Path.home() / f".cellbench-isolation-{uuid.uuid4().hex}"
+    home_secret.write_text(f"home {SECRET}")
+    server = socket.create_server(("127.0.0.1", 0))
+    server.setblocking(False)
+    cells = hostile_cells(home_secret, other, out, server.getsockname()[1])
+    planner = CellPlanner(list(cells.values()))
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("OPENAI_API_KEY", SECRET)  # as the agent loop holds it
+            mp.setenv("CELLBENCH_COPY", SECRET)  # the same key under an innocent name
+            rec = run_episode(spec(call_budget=len(cells) + 1, wall_clock_s=600, limits=LIMITS), planner, str(out))
+        try:
+            server.accept()
+            connected = True
+        except BlockingIOError:
+            connected = False
+    finally:
+        server.close()
+        home_secret.unlink()
+    replies = dict(zip(cells, planner.replies))
     calls = [json.loads(line) for line in (out / "calls.jsonl").read_text().splitlines()]
-    return rec, out, replies, {name: calls[i] for i, name in enumerate(CELLS) if i < len(calls)}
+    return rec, out, replies, {name: calls[i] for i, name in enumerate(cells) if i < len(calls)}, connected
 
 
-def test_no_key_in_the_childs_environment(hostile):
-    _, _, replies, _ = hostile
+def test_the_episode_survives_every_hostile_cell(hostile):
+    rec, out, replies, calls, _ = hostile
+    assert rec.status == "gave_up" and rec.error is None, rec.error
+    assert len(replies) == len(calls) == rec.n_calls - 1  # every cell ran, then finish
+    episode = json.loads((out / "episode.json").read_text())
+    assert {k: episode["sandbox"][k] for k in LAYERS} == {k: True for k in LAYERS}, episode["sandbox"]
+    assert episode["sandbox"]["mode"] == "best_effort" and episode["sandbox"]["landlock_abi"] >= 6
+    assert episode["cell_worker_restarts"] == 2  # the segfault and the spin
+    assert validate_trace(out) == []
+
+
+def test_no_key_in_the_workers_environment(hostile):
+    _, _, replies, _, _ = hostile
     assert replies["environ"].splitlines() == ["[]", "False"]
 
 
 def test_cells_work_inside_the_episode_directory_without_touching_the_trace(hostile):
-    rec, out, replies, _ = hostile
+    rec, out, replies, calls, _ = hostile
     assert Path(replies["workdir"].splitlines()[0]).resolve() == (out / "work").resolve()
     assert (out / "work" / "calls.jsonl").read_text() == "not a trace row"
+    assert calls["write_outside"]["exception"] == "PermissionError"
     assert json.loads((out / "episode.json").read_text())["n_calls"] == rec.n_calls
-    assert validate_trace(out) == []
 
 
-def test_unbounded_allocation_is_a_memory_error_and_the_runtime_goes_on(hostile):
-    _, _, replies, calls = hostile
+def test_robo_is_a_proxy_with_primitives_only(hostile):
+    _, _, replies, calls, _ = hostile
+    for name in ("backend", "private", "guard_off"):
+        assert calls[name]["exception"] == "AttributeError", replies[name]
+    assert "robo has no attribute 'backend'" in replies["backend"]
+    assert "robo has no attribute '_motion'" in replies["private"]
+    assert calls["backend"]["left_api"] == ["robo.backend"]
+    assert calls["guard_off"]["left_api"] == ["robo.guard ="]
+    assert replies["after_gc"].strip() == "state 3 False"
+
+
+def test_the_simulator_is_not_in_the_workers_memory(hostile):
+    _, _, replies, calls, _ = hostile
+    modules, objects, *rest = replies["gc"].splitlines()
+    assert modules == "[]" and objects == "[]", replies["gc"]
+    # The project's own files are not readable either: the robot stack cannot even be imported.
+    assert calls["gc"]["exception"] == "PermissionError" and "robots/robot" in replies["gc"]
+    assert "gc" in calls["gc"]["left_api"]
+
+
+def test_no_file_outside_the_interpreter_and_work(hostile):
+    _, out, replies, calls, _ = hostile
+    for name in ("home_secret", "other_trace", "list_results"):
+        assert calls[name]["exception"] == "PermissionError", replies[name]
+        assert SECRET not in replies[name]
+    assert any(x.startswith("open ") and "cellbench-isolation" in x for x in calls["home_secret"]["left_api"])
+    assert not (out / "pwned.txt").exists()
+
+
+def test_no_network_and_no_processes(hostile):
+    _, out, replies, calls, connected = hostile
+    assert not connected  # the server on 127.0.0.1 never saw the cell
+    assert calls["tcp"]["exception"] == "PermissionError", replies["tcp"]
+    assert calls["dns"]["exception"] in ("gaierror", "PermissionError"), replies["dns"]
+    assert calls["subprocess"]["exception"] == "PermissionError", replies["subprocess"]
+    assert calls["fork_bomb"]["exception"] == "PermissionError", replies["fork_bomb"]
+    assert {"socket"} <= set(calls["tcp"]["left_api"]) and "subprocess" in calls["subprocess"]["left_api"]
+    assert replies["after_fork_bomb"].strip() == "alive True"
+
+
+def test_memory_and_files_are_bounded_and_the_worker_goes_on(hostile):
+    _, _, replies, calls, _ = hostile
+    assert calls["allocate_50g"]["exception"] == "MemoryError"
     assert calls["allocate"]["exception"] == "MemoryError"
     assert "MemoryError" in replies["allocate"] and 'File "<cell>"' in replies["allocate"]
     assert replies["after_allocate"].strip() == f"alive {10 * 2**20}"
-
-
-def test_fork_loop_is_bounded_and_forked_copies_stay_silent(hostile):
-    _, _, replies, calls = hostile
-    first, group = replies["fork_loop"].splitlines()
-    assert first.startswith(f"refused after {LIMITS.max_processes - 1} forks:") and "at most 16 processes" in first
-    assert calls["fork_loop"]["exception"] is None
-    # The copy that went on with its cell exited without answering: the protocol is intact.
-    assert replies["fork_continues"].strip() == "runtime"
-    assert replies["open_files"] and calls["open_files"]["exception"] == "OSError"
-    assert "Too many open files" in replies["open_files"]
-    # Nothing of the episode's process group outlives it: sleeping children included.
-    pgid = int(group.split()[1])
-    deadline = time.monotonic() + 10
-    while _group_size(pgid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _group_size(pgid) == 0
-
-
-def test_exit_in_a_cell_ends_the_cell_not_the_runtime(hostile):
-    _, _, replies, calls = hostile
+    assert calls["open_files"]["exception"] == "OSError" and "Too many open files" in replies["open_files"]
     assert calls["exit"]["exception"] == "SystemExit" and "SystemExit: 3" in replies["exit"]
-    assert replies["after_exit"].strip() == "still here"
+    assert replies["after_exit"].strip() == "still here 41"
 
 
-def test_spinning_cell_ends_on_the_cpu_limit_with_a_clear_error(hostile):
-    rec, out, _, calls = hostile
-    assert rec.status == "error" and not rec.success
-    assert "killed by SIGXCPU (its CPU time limit)" in rec.error
-    assert calls["spin"]["action_kind"] == "cell" and calls["spin"]["exception"] == "RuntimeDied"
-    assert rec.n_calls == len(CELLS)
+def test_a_crashed_worker_is_replaced_and_the_model_is_told(hostile):
+    _, _, replies, calls, _ = hostile
+    for name, how in (("segfault", "SIGSEGV"), ("spin", "SIGXCPU")):
+        assert calls[name]["exception"] == RESTART_EXCEPTION, replies[name]
+        assert RESTARTED in replies[name] and how in replies[name]
+    # The fresh worker has none of the old variables, and robo works in it.
+    assert replies["after_segfault"].strip() == "False True"
+    assert replies["after_spin"].strip() == "after spin 6 True"
 
 
 def test_the_next_episode_runs(hostile, tmp_path):
@@ -149,6 +235,31 @@ def test_the_next_episode_runs(hostile, tmp_path):
     assert rec.status == "gave_up" and planner.replies[0].strip() == "True"
     assert validate_trace(tmp_path) == []
     assert not (tmp_path / "work").exists()  # an unused work directory is removed
+
+
+def test_required_refuses_an_episode_without_a_layer(tmp_path, monkeypatch):
+    monkeypatch.setenv(UNAVAILABLE_ENV, "filesystem")  # as on a kernel without Landlock
+    planner = CellPlanner(["print('never runs')"])
+    with pytest.raises(CellbenchError, match="'filesystem' layer is unavailable"):
+        run_episode(spec(call_budget=2, extra={"sandbox": "required"}), planner, str(tmp_path))
+    assert planner.n == 0 and not (tmp_path / "episode.json").exists()
+
+
+def _confine_in_a_fresh_process(tmp_path: Path, mode: str, off: str) -> subprocess.CompletedProcess:
+    code = ("import json, sys\nfrom agents.sandbox import confine\n"
+            f"print(json.dumps(confine({str(tmp_path)!r}, {mode!r})))")
+    env = {**os.environ, UNAVAILABLE_ENV: off, "OPENBLAS_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_best_effort_applies_the_other_layers_and_names_the_missing_one(tmp_path):
+    out = _confine_in_a_fresh_process(tmp_path, "best_effort", "seccomp,tcp")
+    report = json.loads(out.stdout)
+    assert report["seccomp"] is False and report["tcp"] is False
+    assert report["filesystem"] is True and report["network"] is True
+    assert UNAVAILABLE_ENV in report["unavailable"]["seccomp"]
+    out = _confine_in_a_fresh_process(tmp_path, "required", "network")
+    assert out.returncode != 0 and "'network' layer is unavailable" in out.stderr
 
 
 def test_scrubbed_env_drops_keys_and_their_copies():
