@@ -106,7 +106,12 @@ class CellWorker:
 
         self.robot = robot
         self.workdir = os.path.realpath(workdir)
-        self.mode = mode
+        from agents.errors import CellbenchError
+        from agents.sandbox import MODES
+
+        self.mode = "off" if mode is False else mode  # YAML's unquoted `off`
+        if self.mode not in MODES:
+            raise CellbenchError(f"episode.sandbox: {mode!r} is not one of {', '.join(MODES)}")
         self.base_limits = {"RLIMIT_CORE": 0, "RLIMIT_NOFILE": open_files, "RLIMIT_FSIZE": file_size,
                             "RLIMIT_NPROC": max_processes}
         self.cpu_s: float | None = None
