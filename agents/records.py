@@ -15,8 +15,13 @@ from typing import Any, Literal
 
 SCHEMA_VERSION = 2
 
-#: Every episode ends in exactly one of these.  `planner_error` is an
-#: infrastructure failure (rerun, never counted as a robot failure).
+#: Every episode ends in exactly one of these.  `solved`: it ended on `finish`,
+#: the call budget, the wall clock or the context window with the benchmark's
+#: check true (episodes do not stop at the first success unless
+#: `episode.stop_on_success`); otherwise the status names the ending (`gave_up`
+#: is `finish`).  `error`: a runtime crash or a request the provider refused
+#: for its content, whatever the check (`success` records it).  `planner_error`
+#: is an infrastructure failure (rerun, never counted as a robot failure).
 STATUSES = (
     "solved",
     "gave_up",
@@ -125,9 +130,11 @@ class CallRecord:
     n_acting: int
     """Of those, acting ones (motion, gripper, VLA)."""
     exception: str | None
-    """Exception type the action raised (cell traceback, bad tool call)."""
+    """Exception type the action raised (a cell's traceback, a tool call's error result), or why it did not
+    finish: RuntimeTimeout / RuntimeDied, ContextOverflow (the billed call that tripped the context window; its
+    action not run), PlannerError / RequestRejected (a call the endpoint never answered / refused)."""
     success_after: bool
-    """Benchmark success check right after this call's action."""
+    """Benchmark success check right after this call's action (calls after the first success stay True)."""
     retries: int = 0
     """Planner retries (transient endpoint errors) before this call succeeded."""
     error: str | None = None
@@ -184,9 +191,12 @@ class EpisodeRecord:
     model: str
     instruction: str
     success: bool
-    """The benchmark's own success check at the end, whatever the status."""
+    """The benchmark's own success check at the end, whatever the status (read from the simulator whenever it
+    is still alive, after a wall-clock or error ending too)."""
     solved_at_call: int | None
+    """The call after which the check first held (None if it never did); calls after it are in n_calls."""
     status: Status
+    """How it ended (STATUSES): `solved` when it ended on finish or a budget with the check true."""
     n_calls: int
     input_tokens: int
     cached_input_tokens: int
