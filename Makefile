@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # Headless rendering (the simulator draws with EGL, no display needed).
 export MUJOCO_GL ?= egl
 
-.PHONY: help setup reproduce test test-all figures clean distclean
+.PHONY: help setup reproduce test test-all figures clean distclean local-llm local-llm-grid local-llm-stop test-llm
 
 help:
 	@echo "make reproduce   set up, run the grid of config.yaml, then tables and figures"
@@ -18,6 +18,8 @@ help:
 	@echo "make test-all    the tests, the slow end-to-end ones included"
 	@echo "make figures     tables and figures again from the traces on disk (no episodes)"
 	@echo "make setup       create $(VENV) and install cellbench into it (editable)"
+	@echo "make local-llm   build llama-server, fetch a small open model and start it (README: A local open model)"
+	@echo "make local-llm-grid  that model on configs/local_llm.yaml's grid, in $(LLM_GRID)"
 	@echo "make clean       remove the database, tables and figures (traces stay)"
 	@echo "make distclean   remove results/ (traces too), logs/ and .snakemake/"
 
@@ -37,7 +39,7 @@ test: setup
 	$(BIN)/pytest -q
 
 test-all: setup
-	$(BIN)/pytest -q -m ""
+	$(BIN)/pytest -q -m "not llm"
 
 figures: setup
 	$(BIN)/snakemake figures
@@ -47,3 +49,28 @@ clean:
 
 distclean: clean
 	rm -rf results logs .snakemake
+
+# A local open model (README, "A local open model"): none of this is part of
+# the default install, the tests or CI.  The build (~20 min on 2 cores) and
+# the weights (1.1 GB) land in the git-ignored .cache/local_llm.
+LLM_GRID ?= .cache/local_llm/grid
+LLM_KEY = OPENAI_API_KEY=$${OPENAI_API_KEY:-local}
+
+local-llm: setup
+	benchmarks/local_llm.sh build
+	benchmarks/local_llm.sh start
+
+# Its own working directory, so its traces, database and tables never mix with
+# the default grid's; config.yaml is linked in because configs merge over it.
+local-llm-grid: local-llm
+	mkdir -p $(LLM_GRID)
+	ln -sf $(CURDIR)/config.yaml $(LLM_GRID)/config.yaml
+	$(LLM_KEY) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake -s $(CURDIR)/Snakefile -d $(LLM_GRID) \
+	  --configfile $(CURDIR)/configs/local_llm.yaml --cores 1
+
+local-llm-stop:
+	benchmarks/local_llm.sh stop
+
+# One real episode per agent against the running server (pytest marker llm).
+test-llm: setup
+	$(LLM_KEY) $(BIN)/pytest -q -m llm
