@@ -20,6 +20,13 @@ def _price_table(args: argparse.Namespace) -> PriceTable:
     return choose_price_table(load_config(args.config), args.price, source=str(args.config))
 
 
+def _bootstrap(args: argparse.Namespace):
+    """The config's interval settings (`analysis` section)."""
+    from analysis.bootstrap import Bootstrap
+
+    return Bootstrap.from_config(load_config(args.config))
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Load every complete trace below --results into --db.
 
@@ -47,7 +54,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from analysis.report import write_report
 
-    written, data = write_report(args.db, args.out, _price_table(args))
+    written, data = write_report(args.db, args.out, _price_table(args), _bootstrap(args))
     n_errors = len(data.planner_errors)
     print(f"report: wrote {len(written)} files to {args.out} ({len(data.paired)} paired instances"
           + (f"; {n_errors} planner_error episodes left out, listed in planner_errors.md" if n_errors else "")
@@ -58,7 +65,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_figures(args: argparse.Namespace) -> int:
     from analysis.figures import write_figures
 
-    written = write_figures(args.db, args.out, _price_table(args), comparison=getattr(args, "comparison", None))
+    written = write_figures(args.db, args.out, _price_table(args), comparison=getattr(args, "comparison", None),
+                            bootstrap=_bootstrap(args))
     print(f"figures: wrote {len(written)} files to {args.out}", file=sys.stderr)
     return 0
 

@@ -27,6 +27,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullForma
 
 from agents.errors import CellbenchError  # noqa: E402
 from analysis import stats, token_sources  # noqa: E402
+from analysis.bootstrap import Bootstrap  # noqa: E402
 from analysis.cost import PriceTable  # noqa: E402
 from analysis.report import ReportData, compact_number, load_report_data, scripted_caveats  # noqa: E402
 
@@ -93,15 +94,28 @@ def _legend_handles():
     return [Rectangle((0, 0), 1, 1, color=AGENT_COLORS[a], label=AGENT_LABELS[a]) for a in stats.AGENTS]
 
 
+def _error_extents(values: list[float], intervals: list[tuple[float, float]]) -> list[list[float]]:
+    """matplotlib's (2, n) error extents from (low, high) intervals around values; 0 where undefined.
+    Nested lists, not an array: matplotlib's first-finite probe warns on a 2-D array under NumPy >= 1.25."""
+    v = np.asarray(values, dtype=float)
+    lo, hi = (np.asarray(x, dtype=float) for x in zip(*intervals)) if intervals else (v, v)
+    return np.nan_to_num(np.clip(np.vstack([v - lo, hi - v]), 0, None)).tolist()
+
+
 def _grouped_bars(ax, labels: list[str], values: dict[str, list[float]], horizontal: bool = False,
-                  formatter=None) -> None:
-    """Side-by-side bars, one per agent, at each label."""
+                  formatter=None, intervals: dict[str, list[tuple[float, float]]] | None = None) -> None:
+    """Side-by-side bars, one per agent, at each label; `intervals`: (low, high) error bars per bar."""
     positions = np.arange(len(labels))
     width = 0.38
     for k, agent in enumerate(stats.AGENTS):
         offset = (k - 0.5) * width
         bar = ax.barh if horizontal else ax.bar
-        bars = bar(positions + offset, values[agent], width, color=AGENT_COLORS[agent], label=AGENT_LABELS[agent])
+        errors = {}
+        if intervals is not None:
+            errors = {"xerr" if horizontal else "yerr": _error_extents(values[agent], intervals[agent]),
+                      "error_kw": dict(ecolor="0.25", elinewidth=1, capsize=2.5)}
+        bars = bar(positions + offset, values[agent], width, color=AGENT_COLORS[agent], label=AGENT_LABELS[agent],
+                   **errors)
         if formatter is not None:
             ax.bar_label(bars, labels=[formatter(v) for v in values[agent]], fontsize=8, padding=2)
     if horizontal:
@@ -122,11 +136,17 @@ def fig1_success(data: ReportData, comparison: str | None = None) -> plt.Figure:
     rows = [(f"{_label(b)}: {s}", g) for (b, s), g in suites]
     fig, axes = plt.subplots(1, 3, figsize=(14, max(3.2, 0.45 * len(rows) + 1.6)),
                              gridspec_kw={"width_ratios": [1.5, 1, 1]})
+    boot = data.bootstrap
     if rows:
+        success = {r: stats.mean_intervals(g.assign(**{f"{a}_pct": 100 * g[f"{a}_success"].astype(float)
+                                                        for a in stats.AGENTS}),
+                                           [f"{a}_pct" for a in stats.AGENTS], boot, f"fig1|{comparison}|{r}")
+                   for r, g in rows}
         _grouped_bars(axes[0], [r for r, _ in rows],
                       {a: [100 * g[f"{a}_success"].astype(bool).mean() for _, g in rows] for a in stats.AGENTS},
-                      horizontal=True, formatter=lambda v: f"{v:.0f}")
-        axes[0].set_xlim(0, 112)
+                      horizontal=True, formatter=lambda v: f"{v:.0f}",
+                      intervals={a: [success[r][f"{a}_pct"] for r, _ in rows] for a in stats.AGENTS})
+        axes[0].set_xlim(0, 118)
         axes[0].set_xlabel("Success rate (%)")
         axes[0].set_title(f"(a) Success by suite, all {len(paired)} instances")
     else:
@@ -142,14 +162,18 @@ def fig1_success(data: ReportData, comparison: str | None = None) -> plt.Figure:
         if not groups:
             _no_data(ax, f"{title[:3]} no instance solved by both agents")
             continue
+        means = {g: stats.mean_intervals(f, [f"{a}_{column}" for a in stats.AGENTS], boot,
+                                         f"fig1|{comparison}|{g}|{column}") for g, f in groups}
         _grouped_bars(ax, [g for g, _ in groups], {a: [f[f"{a}_{column}"].mean() for _, f in groups]
-                                                   for a in stats.AGENTS}, formatter=fmt)
-        ax.set_title(f"{title}\n(jointly solved: {len(joint)})")
+                                                   for a in stats.AGENTS}, formatter=fmt,
+                      intervals={a: [means[g][f"{a}_{column}"] for g, _ in groups] for a in stats.AGENTS})
+        ax.set_title(f"{title}\n(mean over jointly solved: {len(joint)})")
         if column == "input_tokens":
             ax.yaxis.set_major_formatter(_TOKENS)
         ax.margins(y=0.15)
     fig.legend(handles=_legend_handles(), loc="lower center", ncol=2, frameon=False, bbox_to_anchor=(0.5, -0.02))
-    fig.suptitle(f"Tool calling vs code cells ({comparison or 'no data'})", y=1.0)
+    fig.suptitle(f"Tool calling vs code cells ({comparison or 'no data'}); error bars: "
+                 f"{100 * boot.confidence:g}% paired bootstrap, tasks resampled as clusters", y=1.0)
     fig.tight_layout(rect=(0, 0.05, 1, 0.97))
     return fig
 
@@ -240,7 +264,7 @@ def fig3_budget_cutoff(data: ReportData, measure: str = "input_tokens", comparis
 def fig5_decomposition(data: ReportData, comparison: str | None = None) -> plt.Figure:
     """Token ratio = LLM-call ratio x tokens-per-call ratio, tool / code, on jointly solved instances."""
     comparison, paired = _of_comparison(data, comparison)
-    table = stats.token_decomposition(paired)
+    table = stats.token_decomposition(paired, data.bootstrap)
     table = table[(table["comparison"] == comparison) & table["input_tokens_ratio"].notna()]
     fig, ax = plt.subplots(figsize=(max(5.0, 1.8 * len(table) + 2), 3.8))
     if table.empty:
@@ -252,12 +276,16 @@ def fig5_decomposition(data: ReportData, comparison: str | None = None) -> plt.F
     positions = np.arange(len(table))
     width = 0.26
     for k, (column, label, color, alpha) in enumerate(parts):
-        bars = ax.bar(positions + (k - 1) * width, table[column], width, color=color, alpha=alpha, label=label)
+        errors = _error_extents(list(table[column]), list(zip(table[f"{column}_ci_low"], table[f"{column}_ci_high"])))
+        bars = ax.bar(positions + (k - 1) * width, table[column], width, color=color, alpha=alpha, label=label,
+                      yerr=errors, error_kw=dict(ecolor="0.25", elinewidth=1, capsize=2.5))
         ax.bar_label(bars, labels=[f"{v:.2f}×" for v in table[column]], fontsize=8, padding=2)
     ax.axhline(1.0, color="0.3", lw=1)
     ax.set_xticks(positions, [f"{_label(b)}\n(n = {n})" for b, n in zip(table["benchmark"], table["n_jointly_solved"])])
     ax.set_ylabel("Tool calling / code (×)")
-    ax.set_title(f"Token savings on jointly solved instances, {comparison} (below 1×: code used more)")
+    ax.set_title(f"Token savings on jointly solved instances, {comparison} (below 1×: code used more)\n"
+                 f"bars: {100 * data.bootstrap.confidence:g}% paired bootstrap, tasks resampled as clusters",
+                 fontsize=10)
     ax.margins(y=0.18)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, frameon=False, fontsize=9)
     fig.tight_layout()
@@ -479,10 +507,10 @@ def draw_comparison(data: ReportData, out: Path, comparison: str | None) -> list
 
 
 def write_figures(db_path: str | Path, out_dir: str | Path, price: PriceTable,
-                  comparison: str | None = None) -> list[Path]:
+                  comparison: str | None = None, bootstrap: Bootstrap | None = None) -> list[Path]:
     """The main comparison's figures in `out_dir` and every other comparison's in `out_dir/<comparison>/`;
     with `comparison`, that one's alone in `out_dir` (a comparison not in the database is a user error)."""
-    data = load_report_data(db_path, price)
+    data = load_report_data(db_path, price, bootstrap)
     out = Path(out_dir)
     present = comparisons(data.paired)
     if comparison is not None:

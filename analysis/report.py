@@ -19,6 +19,7 @@ import pandas as pd
 
 from agents.errors import CellbenchError
 from analysis import schema, stats, token_sources
+from analysis.bootstrap import Bootstrap
 from analysis.cost import PriceTable, call_dollars
 
 #: At most this many pairing problems are spelled out in the error.
@@ -62,6 +63,8 @@ class ReportData:
     price: PriceTable
     sources: pd.DataFrame | None = None
     """Every call's input tokens by source (analysis.token_sources.load_call_sources)."""
+    bootstrap: Bootstrap = Bootstrap()
+    """How the tables' and figures' intervals are drawn (config `analysis`)."""
 
 
 def pairing_problems(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -87,7 +90,7 @@ def _solve_call(episodes: pd.DataFrame) -> pd.Series:
     return solve.where(episodes["success"].astype(bool))
 
 
-def load_report_data(db_path: str | Path, price: PriceTable) -> ReportData:
+def load_report_data(db_path: str | Path, price: PriceTable, bootstrap: Bootstrap | None = None) -> ReportData:
     con = open_database(db_path)
     try:
         check_pairing(con)
@@ -123,7 +126,8 @@ def load_report_data(db_path: str | Path, price: PriceTable) -> ReportData:
         for column in at_solve.columns:
             paired[f"{agent}_{column}"] = dirs.map(at_solve[column]).to_numpy(dtype=float)
     return ReportData(paired=paired, episodes=episodes, calls=calls, cells=cells,
-                      planner_errors=planner_errors, price=price, sources=sources)
+                      planner_errors=planner_errors, price=price, sources=sources,
+                      bootstrap=bootstrap or Bootstrap())
 
 
 # ---------------------------------------------------------------------------
@@ -177,14 +181,17 @@ class Table:
 def main_results_table(success: pd.DataFrame, joint: pd.DataFrame) -> pd.DataFrame:
     """Tables 2 and 3 of the paper: success on all instances, costs on the jointly solved."""
     keep = ["comparison", "benchmark", "n_instances", "tool_success_pct", "code_success_pct", "delta_pts",
-            "mcnemar_p"]
-    return success[keep].merge(joint, on=["comparison", "benchmark"], how="left")
+            "delta_ci_low_pts", "delta_ci_high_pts", "delta_boot_low_pts", "delta_boot_high_pts", "mcnemar_p"]
+    costs = [c for c in joint.columns if not c.endswith("_median") and not c.startswith("tokens_per_call")]
+    return success[keep].merge(joint[costs], on=["comparison", "benchmark"], how="left")
 
 
 def build_tables(data: ReportData) -> list[Table]:
     p = data.paired
-    success = stats.success_table(p)
-    joint = stats.jointly_solved_table(p)
+    boot = data.bootstrap
+    intervals = boot.note()
+    success = stats.success_table(p, boot)
+    joint = stats.jointly_solved_table(p, boot)
     reach, curves = stats.budget_cutoff_tables(p)
     price = data.price
     priced = (f"Dollars under the price table `{price.model}` ($/M tokens: input {price.input:g}, cached "
@@ -195,18 +202,25 @@ def build_tables(data: ReportData) -> list[Table]:
     return [
         Table("main_results", "Main results (paper Tables 2 and 3)",
               "Success on every paired instance; LLM calls, input tokens and dollars are whole-episode means "
-              "on the instances both agents solved. " + priced, main_results_table(success, joint)),
+              "on the instances both agents solved. " + intervals + " " + priced,
+              main_results_table(success, joint)),
         Table("success", "Success rates, paired (tool calling vs code)",
               "Instances are (benchmark, suite, task, seed, repeat), paired strictly; planner_error "
               "episodes are excluded (see planner_errors). The delta CI is exact and conditional on the "
               "discordant pairs (Clopper-Pearson on only_code of only_code + only_tool): it excludes 0 "
-              "exactly when mcnemar_p < 0.05.", success),
+              "exactly when mcnemar_p < 0.05. delta_boot_*: the cluster bootstrap's interval, which counts "
+              "a task's seeds as one draw and so can be wider (or, at few discordant pairs, narrower and "
+              "disagreeing with the exact test: read mcnemar_p and delta_ci_* for significance). "
+              + intervals, success),
         Table("jointly_solved", "Jointly solved instances: calls, tokens, dollars",
-              "Means per episode over whole episodes (calls after success included); ratios are of "
-              "aggregate totals, tool / code. " + priced, joint),
+              "Means and medians per episode over whole episodes (calls after success included); ratios "
+              "are of aggregate totals, tool / code, their intervals over the jointly solved instances. "
+              "input_tokens_wilcoxon_p: H2's paired test (Wilcoxon signed-rank, two-sided) on per-instance "
+              "input tokens; it treats instances as independent, the bootstrap does not. "
+              + intervals + " " + priced, joint),
         Table("decomposition", "Token decomposition (Fig. 5)",
               "On jointly solved instances: input-token ratio = LLM-call ratio x tokens-per-call ratio "
-              "(tool / code).", stats.token_decomposition(p)),
+              "(tool / code). " + intervals, stats.token_decomposition(p, boot)),
         Table("budget_first_reach", "Budget cutoff: first reach of tool calling's final success (Fig. 3)",
               "An episode counts as solved at budget B iff it solved and its cumulative cost through the "
               "solving call is <= B; the budget is per episode. " + priced, reach),
@@ -231,6 +245,14 @@ def build_tables(data: ReportData) -> list[Table]:
         Table("only_one_solved_instances", "Which instances only one agent solved, with both endings (§3.8)",
               "One row per instance and comparison that exactly one agent solved.",
               stats.only_one_solved_instances(p)),
+        Table("repeat_variability", "Run-to-run variance over repeats",
+              "Only with repeats > 1 (empty otherwise). Per comparison, group and agent: the share of "
+              "instances (benchmark, task, seed) whose success differs between repeats, and the spread of "
+              "the success rate over the repeats.", stats.repeat_variability_table(p)),
+        Table("by_repeat", "Success test and token ratio per repeat and pooled",
+              "Only with repeats > 1 (empty otherwise). The success table's test and intervals and the "
+              "jointly solved input-token ratio for each repeat alone, then pooled over repeats (the "
+              "bootstrap keeps a task's repeats together). " + intervals, stats.by_repeat_table(p, boot)),
         Table("images_on_demand", "Tool calling with images on demand (Table 8)",
               "Instances where tool calling ran with automatic images (full), with images on demand, and "
               "code ran in full; calls, tokens and dollars are means on the instances all three solved. "
@@ -252,9 +274,21 @@ COLUMN_DOCS = {
     "n_episodes": "episodes",
     "success_pct": "success rate (%)",
     "delta_pts": "code - tool success, percentage points",
-    "delta_ci_low_pts": "95% CI of delta, low end (exact, conditional on the discordant pairs; "
+    "delta_ci_low_pts": "CI of delta, low end (exact, conditional on the discordant pairs; "
                         "excludes 0 exactly when mcnemar_p < 0.05)",
-    "delta_ci_high_pts": "95% CI of delta, high end (exact, conditional on the discordant pairs)",
+    "delta_ci_high_pts": "CI of delta, high end (exact, conditional on the discordant pairs)",
+    "delta_boot_low_pts": "CI of delta, low end (paired bootstrap, tasks resampled as clusters)",
+    "delta_boot_high_pts": "CI of delta, high end (paired bootstrap, tasks resampled as clusters)",
+    "llm_calls_median": "median LLM calls per episode",
+    "input_tokens_median": "median input tokens per episode", "dollars_median": "median dollars per episode",
+    **{f"{ratio}_ci_{end}": f"bootstrap CI of {ratio}, {end} end"
+       for ratio in ("llm_calls_ratio", "input_tokens_ratio", "dollars_ratio", "tokens_per_call_ratio")
+       for end in ("low", "high")},
+    "input_tokens_wilcoxon_p": "two-sided Wilcoxon signed-rank p, per-instance input tokens tool vs code (H2)",
+    "n_repeats": "repeats run",
+    "outcome_varies_pct": "instances run more than once whose success differs between repeats (%)",
+    "success_pct_mean": "success rate, mean over repeats (%)", "success_pct_sd": "success rate, sd over repeats (points)",
+    "success_pct_min": "success rate, lowest repeat (%)", "success_pct_max": "success rate, highest repeat (%)",
     "both": "instances both solved", "only_tool": "instances only tool calling solved",
     "only_code": "instances only code solved", "neither": "instances neither solved",
     "mcnemar_p": "two-sided exact McNemar p (binomial test on the discordant pairs)",
@@ -291,7 +325,7 @@ COLUMN_DOCS = {
     "lost_on_other_limit": "of those, another limit stopped the other agent first (context_overflow, wall_clock)",
     "ended_before_budget": "of those, the other agent gave up or hit an error first",
     "other_ending": "of those, the other agent ended otherwise",
-    "suite": "benchmark suite", "task": "task (suite/index)", "seed": "seed", "repeat": "repeat",
+    "suite": "benchmark suite", "task": "task (suite/index)", "seed": "seed", "repeat": "repeat (by_repeat: pooled = every repeat together)",
     "solved_by": "the one agent that solved the instance",
     "status": "how the episode ended", "n_calls": "LLM calls", "solved_at_call": "the call after which the "
     "benchmark's check first held (blank: never)",
@@ -379,8 +413,9 @@ def write_tables(tables: list[Table], out_dir: str | Path, header: str | None = 
     return written
 
 
-def write_report(db_path: str | Path, out_dir: str | Path, price: PriceTable) -> tuple[list[Path], ReportData]:
+def write_report(db_path: str | Path, out_dir: str | Path, price: PriceTable,
+                 bootstrap: Bootstrap | None = None) -> tuple[list[Path], ReportData]:
     """Every table into `out_dir`; returns the files written and the data they came from."""
-    data = load_report_data(db_path, price)
+    data = load_report_data(db_path, price, bootstrap)
     return write_tables(build_tables(data), out_dir, header=scripted_header(data.episodes)), data
 

@@ -12,9 +12,10 @@ from typing import Iterator
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binomtest
+from scipy.stats import binomtest, wilcoxon
 
 from agents.records import ABLATIONS, STATUSES
+from analysis.bootstrap import Bootstrap, cluster_ids, divide
 from analysis.cellstats import CELL_STATS_FIELDS
 
 AGENTS = ("tool", "code")
@@ -92,10 +93,20 @@ def exact_conditional_ci(only_tool: int, only_code: int, n: int, confidence: flo
 
 
 SUCCESS_COLUMNS = ["comparison", "benchmark", "n_instances", "tool_success_pct", "code_success_pct", "delta_pts",
-                   "delta_ci_low_pts", "delta_ci_high_pts", "both", "only_tool", "only_code", "neither", "mcnemar_p"]
+                   "delta_ci_low_pts", "delta_ci_high_pts", "delta_boot_low_pts", "delta_boot_high_pts",
+                   "both", "only_tool", "only_code", "neither", "mcnemar_p"]
 
 
-def success_table(paired: pd.DataFrame) -> pd.DataFrame:
+def _label(*parts) -> str:
+    """A table row's name: keys its bootstrap generator."""
+    return "|".join(str(p) for p in parts)
+
+
+def success_table(paired: pd.DataFrame, boot: Bootstrap | None = None, key: str = "") -> pd.DataFrame:
+    """Paired success per comparison and group: the exact test and interval on the discordant pairs, and
+    the cluster bootstrap's interval for delta (tasks resampled, so seeds of a task are not counted as
+    independent: it can be wider than the exact one)."""
+    boot = boot or Bootstrap()
     records = []
     for comparison, benchmark, rows in benchmark_groups(paired):
         tool, code = rows["tool_success"].astype(bool), rows["code_success"].astype(bool)
@@ -103,10 +114,14 @@ def success_table(paired: pd.DataFrame) -> pd.DataFrame:
         only_code, neither = int((~tool & code).sum()), int((~tool & ~code).sum())
         n = len(rows)
         low, high = exact_conditional_ci(only_tool, only_code, n)
+        t = boot.totals(cluster_ids(rows), {"tool": tool.to_numpy(), "code": code.to_numpy(), "n": np.ones(n)},
+                        _label("success", key, comparison, benchmark))
+        boot_low, boot_high = boot.interval(divide(t["code"] - t["tool"], t["n"]))
         records.append(dict(
             comparison=comparison, benchmark=benchmark, n_instances=n,
             tool_success_pct=100 * tool.mean(), code_success_pct=100 * code.mean(),
             delta_pts=100 * (code.mean() - tool.mean()), delta_ci_low_pts=100 * low, delta_ci_high_pts=100 * high,
+            delta_boot_low_pts=100 * boot_low, delta_boot_high_pts=100 * boot_high,
             both=both, only_tool=only_tool, only_code=only_code, neither=neither,
             mcnemar_p=mcnemar_exact_p(only_tool, only_code)))
     return _table(records, SUCCESS_COLUMNS)
@@ -120,41 +135,134 @@ def jointly_solved(paired: pd.DataFrame) -> pd.DataFrame:
     return paired[paired["tool_success"].astype(bool) & paired["code_success"].astype(bool)]
 
 
-JOINT_COLUMNS = ["comparison", "benchmark", "n_jointly_solved",
-                 "tool_llm_calls", "code_llm_calls", "llm_calls_ratio",
-                 "tool_input_tokens", "code_input_tokens", "input_tokens_ratio",
-                 "tool_dollars", "code_dollars", "dollars_ratio"]
+#: Whole-episode measures of the jointly solved table: name -> per-agent column of the paired frame.
+JOINT_MEASURES = {"llm_calls": "n_calls", "input_tokens": "input_tokens", "dollars": "dollars"}
+JOINT_COLUMNS = (["comparison", "benchmark", "n_jointly_solved"]
+                 + [c for m in JOINT_MEASURES for c in (f"tool_{m}", f"code_{m}", f"tool_{m}_median",
+                                                        f"code_{m}_median", f"{m}_ratio", f"{m}_ratio_ci_low",
+                                                        f"{m}_ratio_ci_high")]
+                 + ["tokens_per_call_ratio", "tokens_per_call_ratio_ci_low", "tokens_per_call_ratio_ci_high",
+                    "input_tokens_wilcoxon_p"])
 
 
-def jointly_solved_table(paired: pd.DataFrame) -> pd.DataFrame:
-    """Whole-episode means per agent on jointly solved instances; ratios of totals (tool / code)."""
+def joint_resamples(rows: pd.DataFrame, boot: Bootstrap, label: str) -> dict[str, np.ndarray]:
+    """Resampled statistics of jointly solved `rows`: per-agent means of each JOINT_MEASURES measure
+    (`{agent}_{measure}`), their ratios of totals (`{measure}_ratio`) and `tokens_per_call_ratio`."""
+    columns = {f"{a}_{m}": rows[f"{a}_{c}"].to_numpy(dtype=float) for m, c in JOINT_MEASURES.items() for a in AGENTS}
+    t = boot.totals(cluster_ids(rows), {**columns, "n": np.ones(len(rows))}, label)
+    out = {name: divide(t[name], t["n"]) for name in columns}
+    for m in JOINT_MEASURES:
+        out[f"{m}_ratio"] = divide(t[f"tool_{m}"], t[f"code_{m}"])
+    out["tokens_per_call_ratio"] = divide(divide(t["tool_input_tokens"], t["tool_llm_calls"]),
+                                          divide(t["code_input_tokens"], t["code_llm_calls"]))
+    return out
+
+
+def wilcoxon_p(tool: np.ndarray, code: np.ndarray) -> float:
+    """Two-sided Wilcoxon signed-rank p on paired values (H2: input tokens); 1 when every pair is equal."""
+    diff = np.asarray(tool, dtype=float) - np.asarray(code, dtype=float)
+    if diff.size == 0:
+        return float("nan")
+    if not np.any(diff):
+        return 1.0
+    return float(wilcoxon(tool, code, alternative="two-sided").pvalue)
+
+
+def jointly_solved_table(paired: pd.DataFrame, boot: Bootstrap | None = None, key: str = "") -> pd.DataFrame:
+    """Whole-episode means and medians per agent on jointly solved instances; ratios of totals (tool / code)
+    with bootstrap intervals; the Wilcoxon signed-rank test of H2 on per-instance input tokens."""
+    boot = boot or Bootstrap()
     records = []
     for comparison, benchmark, rows in benchmark_groups(jointly_solved(paired)):
         rec = dict(comparison=comparison, benchmark=benchmark, n_jointly_solved=len(rows))
-        for measure, column in (("llm_calls", "n_calls"), ("input_tokens", "input_tokens"), ("dollars", "dollars")):
+        resampled = joint_resamples(rows, boot, _label("joint", key, comparison, benchmark))
+        for measure, column in JOINT_MEASURES.items():
             for agent in AGENTS:
                 rec[f"{agent}_{measure}"] = rows[f"{agent}_{column}"].mean()
+                rec[f"{agent}_{measure}_median"] = rows[f"{agent}_{column}"].median()
             rec[f"{measure}_ratio"] = _ratio(rows[f"tool_{column}"].sum(), rows[f"code_{column}"].sum())
+            rec[f"{measure}_ratio_ci_low"], rec[f"{measure}_ratio_ci_high"] = boot.interval(resampled[f"{measure}_ratio"])
+        calls = {a: rows[f"{a}_n_calls"].sum() for a in AGENTS}
+        tokens = {a: rows[f"{a}_input_tokens"].sum() for a in AGENTS}
+        rec["tokens_per_call_ratio"] = _ratio(_ratio(tokens["tool"], calls["tool"]), _ratio(tokens["code"], calls["code"]))
+        rec["tokens_per_call_ratio_ci_low"], rec["tokens_per_call_ratio_ci_high"] = boot.interval(
+            resampled["tokens_per_call_ratio"])
+        rec["input_tokens_wilcoxon_p"] = wilcoxon_p(rows["tool_input_tokens"], rows["code_input_tokens"])
         records.append(rec)
     return _table(records, JOINT_COLUMNS)
 
 
-DECOMPOSITION_COLUMNS = ["comparison", "benchmark", "n_jointly_solved", "llm_calls_ratio",
-                         "tokens_per_call_ratio", "input_tokens_ratio"]
+DECOMPOSITION_COLUMNS = ["comparison", "benchmark", "n_jointly_solved",
+                         "llm_calls_ratio", "llm_calls_ratio_ci_low", "llm_calls_ratio_ci_high",
+                         "tokens_per_call_ratio", "tokens_per_call_ratio_ci_low", "tokens_per_call_ratio_ci_high",
+                         "input_tokens_ratio", "input_tokens_ratio_ci_low", "input_tokens_ratio_ci_high"]
 
 
-def token_decomposition(paired: pd.DataFrame) -> pd.DataFrame:
-    """Fig. 5: token ratio = LLM-call ratio x tokens-per-call ratio (tool / code, jointly solved)."""
+def token_decomposition(paired: pd.DataFrame, boot: Bootstrap | None = None) -> pd.DataFrame:
+    """Fig. 5: token ratio = LLM-call ratio x tokens-per-call ratio (tool / code, jointly solved), with the
+    jointly solved table's intervals (the same resamples: one label, one generator)."""
+    joint = jointly_solved_table(paired, boot)
+    return joint[DECOMPOSITION_COLUMNS].reset_index(drop=True) if len(joint) else _table([], DECOMPOSITION_COLUMNS)
+
+
+def mean_intervals(rows: pd.DataFrame, columns: list[str], boot: Bootstrap, label: str) -> dict[str, tuple[float, float]]:
+    """Bootstrap interval of the mean of each column over `rows` (instances; tasks resampled as clusters)."""
+    t = boot.totals(cluster_ids(rows), {**{c: rows[c].to_numpy(dtype=float) for c in columns},
+                                        "n": np.ones(len(rows))}, label)
+    return {c: boot.interval(divide(t[c], t["n"])) for c in columns}
+
+
+# ---------------------------------------------------------------------------
+# Repeats: run-to-run variance (only with repeats > 1)
+
+INSTANCE_OF_REPEAT = ["benchmark", "suite", "task", "seed"]
+REPEAT_VARIABILITY_COLUMNS = ["comparison", "benchmark", "agent", "n_instances", "n_repeats", "outcome_varies_pct",
+                              "success_pct_mean", "success_pct_sd", "success_pct_min", "success_pct_max"]
+
+
+def repeat_count(paired: pd.DataFrame) -> int:
+    return int(paired["repeat"].nunique()) if len(paired) else 0
+
+
+def repeat_variability_table(paired: pd.DataFrame) -> pd.DataFrame:
+    """Per comparison, group and agent: the share of instances (benchmark, task, seed) run more than once
+    whose success differs between repeats, and the success rate's spread over the repeats (each repeat's
+    rate over its instances; sd with ddof 1).  Empty with one repeat."""
+    if repeat_count(paired) < 2:
+        return _table([], REPEAT_VARIABILITY_COLUMNS)
     records = []
-    for comparison, benchmark, rows in benchmark_groups(jointly_solved(paired)):
-        calls = {a: rows[f"{a}_n_calls"].sum() for a in AGENTS}
-        tokens = {a: rows[f"{a}_input_tokens"].sum() for a in AGENTS}
-        records.append(dict(
-            comparison=comparison, benchmark=benchmark, n_jointly_solved=len(rows),
-            llm_calls_ratio=_ratio(calls["tool"], calls["code"]),
-            tokens_per_call_ratio=_ratio(_ratio(tokens["tool"], calls["tool"]), _ratio(tokens["code"], calls["code"])),
-            input_tokens_ratio=_ratio(tokens["tool"], tokens["code"])))
-    return _table(records, DECOMPOSITION_COLUMNS)
+    for comparison, benchmark, rows in benchmark_groups(paired):
+        for agent in AGENTS:
+            success = rows[f"{agent}_success"].astype(int)
+            per_instance = success.groupby([rows[c] for c in INSTANCE_OF_REPEAT]).agg(["min", "max", "size"])
+            repeated = per_instance[per_instance["size"] >= 2]
+            per_repeat = 100 * success.groupby(rows["repeat"]).mean()
+            records.append(dict(
+                comparison=comparison, benchmark=benchmark, agent=agent, n_instances=len(repeated),
+                n_repeats=int(rows["repeat"].nunique()),
+                outcome_varies_pct=100 * (repeated["min"] != repeated["max"]).mean() if len(repeated) else float("nan"),
+                success_pct_mean=per_repeat.mean(), success_pct_sd=per_repeat.std(ddof=1),
+                success_pct_min=per_repeat.min(), success_pct_max=per_repeat.max()))
+    return _table(records, REPEAT_VARIABILITY_COLUMNS)
+
+
+BY_REPEAT_JOINT = ["n_jointly_solved", "input_tokens_ratio", "input_tokens_ratio_ci_low", "input_tokens_ratio_ci_high"]
+
+
+def by_repeat_table(paired: pd.DataFrame, boot: Bootstrap | None = None) -> pd.DataFrame:
+    """The success test (exact McNemar, exact and bootstrap intervals) and the jointly solved input-token
+    ratio with its interval, for each repeat alone and pooled over repeats.  Empty with one repeat."""
+    columns = ["repeat"] + SUCCESS_COLUMNS + BY_REPEAT_JOINT
+    if repeat_count(paired) < 2:
+        return _table([], columns)
+    parts = []
+    subsets = [(str(r), paired[paired["repeat"] == r]) for r in sorted(paired["repeat"].unique())]
+    for name, rows in subsets + [("pooled", paired)]:
+        key = f"repeat {name}"
+        success = success_table(rows, boot, key=key)
+        joint = jointly_solved_table(rows, boot, key=key)[["comparison", "benchmark"] + BY_REPEAT_JOINT]
+        parts.append(success.merge(joint, on=["comparison", "benchmark"], how="left").assign(repeat=name))
+    return pd.concat(parts, ignore_index=True)[columns]
 
 
 # ---------------------------------------------------------------------------

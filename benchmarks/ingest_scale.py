@@ -25,8 +25,10 @@ its largest process (the command or one of its parsing workers):
   2. `cellbench ingest --strict`, cold (an empty database);
   3. `cellbench ingest` again, nothing changed (the incremental path);
   4. `cellbench ingest` after 1% of the episodes were re-run and 1% added;
-  5. `cellbench report` on the 10^5-episode database.
-Goal: ingest + report <= 60 s, memory bounded.
+  5. `cellbench report` on the 10^5-episode database;
+  6. the report's tables built in one process twice, with the config's
+     bootstrap and with a single resample: what the intervals add.
+Goal: ingest + report <= 60 s, memory bounded; the bootstrap a few seconds at most.
 """
 from __future__ import annotations
 
@@ -255,6 +257,21 @@ for name in ("episode.json", "calls.jsonl", "primitives.jsonl"):
 """
 
 
+BOOTSTRAP_COST = """
+import sys, time
+from analysis.bootstrap import Bootstrap
+from analysis.cost import choose_price_table, load_config
+from analysis.report import build_tables, load_report_data
+config = load_config(sys.argv[2])
+data = load_report_data(sys.argv[1], choose_price_table(config, None))
+for label, boot in (("with", Bootstrap.from_config(config)), ("one", Bootstrap(resamples=1))):
+    data.bootstrap = boot
+    t = time.perf_counter()
+    build_tables(data)
+    print(label, boot.resamples, time.perf_counter() - t, file=sys.stderr)
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--episodes", type=int, default=100_000)
@@ -331,6 +348,9 @@ def run(base: Path, args) -> None:
     wall, rss, _ = measured([cellbench, "report", "--db", str(db), "--out", str(tables),
                              "--config", str(ROOT / "config.yaml")], ROOT)
     rows.append(("cellbench report", wall, rss))
+    _, _, err = measured([sys.executable, "-c", BOOTSTRAP_COST, str(db), str(ROOT / "config.yaml")], ROOT)
+    boot = {label: (int(n), float(t)) for label, n, t in (line.split() for line in err.splitlines()
+                                                           if line.startswith(("with ", "one ")))}
     # Leave the tree as generated for a rerun with --dir.
     for cell in new:
         shutil.rmtree(trace_dir(results, *cell), ignore_errors=True)
@@ -345,6 +365,9 @@ def run(base: Path, args) -> None:
     print(f"ingest + report: cold {cold + report:.1f} s, incremental (1% re-run + 1% new) {warm + report:.1f} s "
           f"(goal 60 s); per episode, cold: ingest {1000 * cold / len(episodes):.2f} ms"
           + (f", raw scan {1000 * rows[0][1] / len(episodes):.2f} ms" if not args.no_raw_scan else ""))
+    (n_boot, with_boot), (_, one) = boot["with"], boot["one"]
+    print(f"tables in one process: {with_boot:.2f} s with the bootstrap ({n_boot:,} resamples), {one:.2f} s with "
+          f"one resample: the intervals add {with_boot - one:.2f} s")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {len(os.sched_getaffinity(0))} CPUs")
 
 

@@ -67,11 +67,16 @@ def test_price_model_needs_a_price_table(default):
 
 
 def test_defaults_are_filled_in(tmp_path, default):
-    raw = {k: v for k, v in default.items() if k not in ("episode", "repeats")}
+    raw = {k: v for k, v in default.items() if k not in ("episode", "repeats", "analysis")}
+    raw["prices"] = {**raw["prices"], "plain": {"input": 3.0, "cached_input": 0.3, "output": 15.0}}
     config = load_config(write_config(tmp_path, raw))
     assert config["repeats"] == 1
     assert config["episode"]["wall_clock_s"] == 900
-    assert config["prices"]["gpt-4o"]["cache_write"] == 0.0
+    assert config["analysis"] == {"bootstrap_resamples": 2000, "bootstrap_seed": 0, "confidence": 0.95}
+    # No schema default of 0 for a cache write: a table without one bills writes at its input price.
+    assert "cache_write" not in config["prices"]["plain"]
+    from analysis.cost import price_tables
+    assert price_tables(config)["plain"].cache_write == 3.0
 
 
 def test_schema_enums_are_the_records_names():
