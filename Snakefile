@@ -16,8 +16,16 @@ include: "workflow/rules/episodes.smk"
 include: "workflow/rules/analysis.smk"
 
 
+# The grid itself is asked for, not only what is drawn from it: Snakemake
+# does not rebuild a missing file that up-to-date tables were made from, so
+# listing every episode.json and the database here is what makes a deleted
+# trace (or database) come back with a plain `snakemake`; the tables and
+# figures are then refreshed because their input changed.  `snakemake
+# figures` asks for none of this (common.smk, "figures without episodes").
 rule all:
     default_target: True
     input:
+        EPISODE_FILES,
+        DATABASE,
         "results/tables",
         "figures",

@@ -56,6 +56,8 @@ if workflow.is_main_process:
         raise WorkflowError("invalid config:\n" + "\n".join(_unknown))
 
 EPISODES = episode_grid(config)
+# Each episode's record: the file that marks it complete.
+EPISODE_FILES = [f"{e['trace_dir']}/episode.json" for e in EPISODES]
 
 # A paid planner: the grid's projected bill, from the traces on disk, before
 # any episode runs (dry runs too).  `cellbench estimate` prints it per cell.
@@ -179,7 +181,7 @@ def episode_gate(wildcards):
 
 def ingest_inputs(wildcards):
     if episodes_requested():
-        return [f"{e['trace_dir']}/episode.json" for e in EPISODES]
+        return EPISODE_FILES
     # planner_error.json: an episode the LLM endpoint never let finish (listed by the report).
     traces = sorted(glob.glob("results/episodes/**/episode.json", recursive=True)
                     + glob.glob("results/episodes/**/planner_error.json", recursive=True))
