@@ -1,7 +1,9 @@
 """`cellbench play`: run one episode from the command line and print its outcome line.
 
 Exit status: 0 for an episode with a result (whatever its status), 2 for a
-bad argument or config, 3 for `planner_error` (rerun it).
+bad argument or config (or a trace directory another live process writes),
+3 for `planner_error` (rerun it), 4 for an episode that stopped because the
+Snakemake run that started it had died (agents.runwatch).
 """
 from __future__ import annotations
 
@@ -87,6 +89,7 @@ def main_play(args) -> int:
         spec.config_hash = config_hash(config)
     if args.agent == "code" and args.ablation == "images_on_demand":
         raise CellbenchError("the images_on_demand ablation exists for the tool agent only")
+    guard_episode(args.out)
     planner = make_planner(planner_cfg)
     rec = run_episode(spec, planner, args.out)
     print(
@@ -100,6 +103,16 @@ def main_play(args) -> int:
         print(planner_error_note(rec.error, args.out), file=sys.stderr)
         return PLANNER_ERROR_EXIT
     return 0
+
+
+def guard_episode(out: str) -> None:
+    """Before anything else of an episode: end it if the Snakemake run that started it dies
+    (agents.runwatch), and hold its trace directory for the rest of its life (agents.trace)."""
+    from agents.runwatch import watch_run
+    from agents.trace import hold_trace_dir
+
+    watch_run()
+    hold_trace_dir(out)
 
 
 def planner_error_note(error: str | None, out: str) -> str:

@@ -12,19 +12,29 @@ play` exits 3) while ingest still loads it, listed and excluded from rates.
 Before the record, the code agent's cell statistics go to `cells/stats.json`
 (analysis.cellstats, "Stored statistics"): a cache that spares ingest the
 parsing, checked against the cells and primitives before it is used.
+
+One writer at a time: a writer holds an exclusive `flock` on the directory's
+`.lock` file from before its first write until the record is written (the
+kernel drops it however the process ends).  A second writer of the same
+directory waits for the first, then refuses naming the directory and the
+live process; it never writes while the lock is held.
 """
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from agents.errors import CellbenchError
 from agents.records import CallRecord, EpisodeRecord, PrimitiveRecord
 
 EPISODE_FILE = "episode.json"
@@ -41,6 +51,85 @@ def record_file(trace_dir: str | os.PathLike) -> Path | None:
     return None
 
 
+LOCK_FILE = ".lock"
+#: How long a second writer of a trace directory waits for the first to end before it refuses.
+LOCK_WAIT_S = 120.0
+_HELD: dict[str, int] = {}  # realpath of a trace directory -> the fd of its held .lock
+
+
+class TraceDirBusy(CellbenchError):
+    """Another live process holds the trace directory's lock."""
+
+
+class _Replaced(Exception):
+    """The locked file is no longer the directory's .lock."""
+
+
+def _holder(fd: int) -> str:
+    text = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+    return text or "a process that has not yet said which"
+
+
+def _try_lock(fd: int, lock: Path) -> bool:
+    """flock `fd`; False while another process holds it.  A lock on a file no longer at `lock`
+    (a writer that ended removed it, or the directory was replaced) does not count."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    try:
+        if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+            return True
+    except FileNotFoundError:
+        pass
+    raise _Replaced
+
+
+def hold_trace_dir(trace_dir: str | os.PathLike, wait_s: float = LOCK_WAIT_S) -> None:
+    """Take the exclusive lock on `trace_dir` (created if missing) for this process, waiting up to
+    `wait_s` for another holder to end; held until `release_trace_dir` or the process ends.
+    Taking it again in the same process is a no-op.  Raises TraceDirBusy naming the holder."""
+    path = Path(trace_dir)
+    key = os.path.realpath(path)
+    if key in _HELD:
+        return
+    lock = path / LOCK_FILE
+    deadline = time.monotonic() + wait_s
+    said = False
+    while True:
+        path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            while not _try_lock(fd, lock):
+                if not said:
+                    print(f"trace: {path} is being written by {_holder(fd)}; waiting up to {wait_s:.0f} s "
+                          f"for it to end", file=sys.stderr, flush=True)
+                    said = True
+                if time.monotonic() >= deadline:
+                    raise TraceDirBusy(
+                        f"{path} is being written by {_holder(fd)} (it holds {lock}); not writing into it. "
+                        f"Let that process end, or stop it, then run this again")
+                time.sleep(0.2)
+            break
+        except _Replaced:
+            os.close(fd)  # locked a removed file: open the one now there
+        except BaseException:
+            os.close(fd)
+            raise
+    argv = " ".join([os.path.basename(sys.argv[0]), *sys.argv[1:]]) if sys.argv and sys.argv[0] else "python"
+    note = f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')} ({argv})"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (note + "\n").encode(), 0)
+    _HELD[key] = fd
+
+
+def release_trace_dir(trace_dir: str | os.PathLike) -> None:
+    """Drop this process's lock on `trace_dir` (nothing if it holds none)."""
+    fd = _HELD.pop(os.path.realpath(trace_dir), None)
+    if fd is not None:
+        os.close(fd)
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     with os.fdopen(fd, "w") as f:
@@ -51,9 +140,10 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 class TraceWriter:
-    def __init__(self, out_dir: str | os.PathLike):
+    def __init__(self, out_dir: str | os.PathLike, lock_wait_s: float = LOCK_WAIT_S):
         self.dir = Path(out_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        # Before the first write (`cellbench play` takes it earlier, before the simulator starts).
+        hold_trace_dir(self.dir, lock_wait_s)
         # A previous, interrupted attempt may have left rows behind: start clean.
         for name in TRACE_FILES:
             (self.dir / name).unlink(missing_ok=True)
@@ -115,6 +205,8 @@ class TraceWriter:
             (self.dir / name).unlink(missing_ok=True)
         for sub in ("images", "cells", "work"):
             shutil.rmtree(self.dir / sub, ignore_errors=True)
+        (self.dir / LOCK_FILE).unlink(missing_ok=True)
+        release_trace_dir(self.dir)
         try:
             self.dir.rmdir()
         except OSError:
@@ -127,6 +219,7 @@ class TraceWriter:
             self._store_cell_stats()
         name = PLANNER_ERROR_FILE if rec.status == "planner_error" else EPISODE_FILE
         atomic_write_text(self.dir / name, json.dumps(asdict(rec), indent=1))
+        release_trace_dir(self.dir)
 
 
     def _store_cell_stats(self) -> None:

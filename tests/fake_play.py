@@ -5,7 +5,9 @@ other verb to the real CLI, so Snakemake, the trace layout, ingest and the
 report are the real ones and only the episode is fake.  The trace goes
 through the real `TraceWriter` (rows appended and flushed one by one, the
 record written last and atomically), with outcomes that are a deterministic
-function of the episode's ids, as the scripted planner's are.
+function of the episode's ids, as the scripted planner's are.  It starts as
+`cellbench play` does (agents.play.guard_episode: the run watch, the trace
+lock), and each call row names the process that wrote it (raw_usage.writer_pid).
 
 Environment:
   FAKE_PLAY_CALL_S        seconds per LLM call (default 0.3): how long a kill has to catch an episode mid-way
@@ -21,7 +23,7 @@ import time
 from pathlib import Path
 
 from agents.cli import _build_parser
-from agents.play import PLANNER_ERROR_EXIT, planner_error_note
+from agents.play import PLANNER_ERROR_EXIT, guard_episode, planner_error_note
 from agents.records import CallRecord, EpisodeRecord
 from agents.trace import TraceWriter
 
@@ -37,7 +39,8 @@ def _call(i: int, key: str, success_after: bool, error: str | None = None) -> Ca
     return CallRecord(
         call_index=i, started_at=time.time(), latency_s=0.1, input_tokens=0 if error else tokens,
         cached_input_tokens=0 if error else tokens // 2, cache_write_tokens=0, output_tokens=0 if error else 50,
-        reasoning_tokens=0, usage_source="provider" if error else "estimated", raw_usage={}, images_in_prompt=1,
+        reasoning_tokens=0, usage_source="provider" if error else "estimated",
+        raw_usage={"writer_pid": os.getpid()}, images_in_prompt=1,
         images_returned=0, action_kind="none" if error else "tool", tool_name=None if error else "state",
         tool_args=None if error else {}, cell_hash=None, n_primitives=0, n_acting=0,
         exception="PlannerError" if error else None, success_after=success_after,
@@ -63,6 +66,7 @@ def main(argv: list[str]) -> int:
     args = _build_parser().parse_args(["play", *argv])
     key = f"{args.benchmark}/{args.task}/{args.seed}/{args.agent}/{args.ablation}/{args.repeat}"
     n_calls, success = outcome(key)
+    guard_episode(args.out)  # what `cellbench play` does first: the run watch and the trace lock
     planner_error = _fails_now(args.out)
     if planner_error:
         n_calls = 2

@@ -103,6 +103,15 @@ def _take_run_lock():
 
 RUN_LOCK = _take_run_lock()
 
+# Every job inherits the main process's name, and an episode whose run has
+# died (this process killed alone, its jobs left running) stops by itself:
+# agents/runwatch.py.  A new run's episode waits for the old one's trace
+# lock (agents/trace.py), so no trace is ever written by two runs.
+if workflow.is_main_process:
+    from agents.runwatch import RUN_ENV, run_token
+
+    os.environ[RUN_ENV] = run_token()
+
 
 # ---------------------------------------------------------- effective config
 # `--configfile configs/paper.yaml` is merged over config.yaml, and `--config`
