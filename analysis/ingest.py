@@ -26,7 +26,7 @@ import typing
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
-from dataclasses import MISSING, astuple, dataclass, field, fields
+from dataclasses import MISSING, astuple, dataclass, field, fields, replace
 from operator import attrgetter
 from pathlib import Path
 from typing import Any, Iterable
@@ -267,9 +267,12 @@ def read_trace_dir(trace_dir: str) -> TraceRows:
 
     calls_path = os.path.join(trace_dir, CALLS_FILE)
     calls = []
+    noticed: set[int] = set()  # cells whose worker saw them try to leave the API
     for number, line, rec in _jsonl_lines(calls_path):
         _CALL_CHECK.check(rec, f"{calls_path}:{number}")
         calls.append(keys + [line])
+        if rec.get("left_api"):
+            noticed.add(rec["call_index"])
     primitives_path = os.path.join(trace_dir, PRIMITIVES_FILE)
     primitives = []
     executed: dict[int, list[tuple[str, bool]]] = {}
@@ -293,6 +296,7 @@ def read_trace_dir(trace_dir: str) -> TraceRows:
             except OSError as e:
                 raise TraceError(f"{path}: unreadable: {e}") from None
         stats = _stored_cell_stats(cells_dir, sources, executed) or episode_cell_stats(sources, executed)
+        stats = [replace(st, left_api=True) if i in noticed else st for (i, _), st in zip(sorted(sources), stats)]
         cells = [keys + [call_index, source] + list(_cell_stat_values(s))
                  for (call_index, source), s in zip(sorted(sources), stats)]
     return TraceRows(trace_dir, mtime_ns, episode_row, calls, primitives, cells)
