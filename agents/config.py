@@ -107,9 +107,14 @@ def validate_config(config: Any, sources: Sequence[str | os.PathLike] = ("config
 def _semantic_problems(config: dict[str, Any], sources) -> list[str]:
     """What the schema cannot say: cross-references between keys."""
     if config["price_model"] not in config["prices"]:
-        where = _where(("price_model",), sources)
-        return [f"{where}: price_model: {config['price_model']!r} has no price table; "
-                f"known: {', '.join(config['prices'])}"]
+        from analysis.price_library import library_table
+
+        try:
+            library_table(config["price_model"])  # a model the offline price library knows needs no entry
+        except CellbenchError as e:
+            where = _where(("price_model",), sources)
+            return [f"{where}: price_model: {config['price_model']!r} has no price table; "
+                    f"known: {', '.join(config['prices'])} ({e})"]
     return []
 
 

@@ -107,7 +107,12 @@ def choose_price_table(config: dict[str, Any], requested: str | None, source: st
             return next(iter(tables.values()))
         raise CellbenchError(f"{source} sets no `price_model`; pass --price, one of {sorted(tables)}")
     if name not in tables:
-        raise CellbenchError(f"unknown price model {name!r}; known: {', '.join(sorted(tables))}")
+        from analysis.price_library import library_table
+
+        try:
+            return library_table(name).table  # not in the config: the offline price library's list prices
+        except CellbenchError as e:
+            raise CellbenchError(f"unknown price model {name!r}; known: {', '.join(sorted(tables))} ({e})") from None
     return tables[name]
 
 

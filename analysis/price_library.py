@@ -31,6 +31,15 @@ class TableSource:
     """'config' or 'genai-prices <version> (<provider>/<model id>)'."""
 
 
+#: Where each table the library built came from (tables are frozen, so they are their own keys).
+_ORIGINS: dict[PriceTable, str] = {}
+
+
+def origin_of(table: PriceTable) -> str:
+    """'genai-prices <version> (<provider>/<model>)' for a table the library built, else 'config'."""
+    return _ORIGINS.get(table, "config")
+
+
 def resolve_price_table(config: dict[str, Any], name: str) -> TableSource:
     """The price table `name`: the config's own entry if it has one, else the price library's."""
     tables = price_tables(config)
@@ -52,7 +61,9 @@ def library_table(model: str, known: list[str] = ()) -> TableSource:
                              f"genai-prices {genai_prices.__version__}{also}") from None
     prices = info.get_prices(datetime.now(timezone.utc))
     origin = f"genai-prices {genai_prices.__version__} ({provider.id}/{info.id})"
-    return TableSource(_table(model, prices, origin), origin)
+    table = _table(model, prices, origin)
+    _ORIGINS[table] = origin
+    return TableSource(table, origin)
 
 
 def _table(model: str, prices: Any, origin: str) -> PriceTable:

@@ -194,7 +194,10 @@ def build_tables(data: ReportData) -> list[Table]:
     joint = stats.jointly_solved_table(p, boot)
     reach, curves = stats.budget_cutoff_tables(p)
     price = data.price
-    priced = (f"Dollars under the price table `{price.model}` ($/M tokens: input {price.input:g}, cached "
+    from analysis.price_library import origin_of
+
+    priced = (f"Dollars under the price table `{price.model}` (from {origin_of(price)}; "
+              f"$/M tokens: input {price.input:g}, cached "
               f"{price.cached_input:g}, cache write {price.cache_write:g}, output {price.output:g}"
               + (f"; calls above {price.long_context_threshold:,} input tokens x{price.long_context_input_multiplier:g} "
                  f"input, x{price.long_context_output_multiplier:g} output" if price.long_context_threshold else "")

@@ -127,3 +127,33 @@ def test_snakemake_prints_the_projection_for_a_paid_planner_only(workflow_copy, 
     assert f"${n_tool * 0.015 + n_code * 0.025:.2f}" in line and "usage ESTIMATED" in line
     scripted = snakemake(workflow_copy, "-n")
     assert scripted.returncode == 0 and "cellbench: projected" not in scripted.stdout
+
+
+def test_report_bills_under_a_library_model_and_says_where_its_prices_came_from(tmp_path, capsys):
+    from analysis.cost import choose_price_table
+    from analysis.ingest import ingest_traces
+    from analysis.report import load_report_data, build_tables
+    from agents.config import load_config
+
+    config = load_config(write_config(tmp_path / "config.yaml"))
+    table = choose_price_table(config, "claude-sonnet-4-5")  # not in the config's prices
+    assert (table.input, table.cache_write) == (3.0, 3.75)
+    root = tmp_path / "episodes"
+    for agent in ("tool", "code"):
+        write_episode(root, agent=agent, success=True, solved_at_call=1,
+                      calls=[call(1, 10000, 8000, 1000, 500, success_after=True)])
+    ingest_traces(root, tmp_path / "t.duckdb")
+    data = load_report_data(tmp_path / "t.duckdb", table)
+    main_table = next(t for t in build_tables(data) if t.name == "main_results")
+    assert "from genai-prices 0.2.3 (anthropic/claude-sonnet-4-5)" in main_table.note
+    # 1000 uncached x 3 + 8000 x 0.30 + 1000 x 3.75 + 500 x 15 = 16650 per million.
+    assert data.paired["tool_dollars"].iloc[0] == pytest.approx(0.01665)
+
+
+def test_price_model_may_name_a_library_model(tmp_path):
+    from agents.config import load_config
+
+    path = write_config(tmp_path / "config.yaml", price_model="claude-sonnet-4-5")
+    assert load_config(path)["price_model"] == "claude-sonnet-4-5"
+    with pytest.raises(CellbenchError, match="price_model: 'gpt-7' has no price table"):
+        load_config(write_config(tmp_path / "bad.yaml", price_model="gpt-7"))
