@@ -86,13 +86,19 @@ def load_config(path: str | Path) -> dict[str, Any]:
 
 
 def price_tables(config: dict[str, Any], source: str = "config") -> dict[str, PriceTable]:
-    """Every price table of a validated config's `prices` section."""
+    """Every price table of a validated config's `prices` section, and price_model's if only the
+    price library (analysis.price_library) has it."""
     tables = {}
     for model, entry in (config.get("prices") or {}).items():
         try:
             tables[str(model)] = PriceTable(model=str(model), **entry)
         except TypeError as e:
             raise CellbenchError(f"{source}: prices.{model}: {e} (is the config validated?)") from None
+    named = config.get("price_model")
+    if tables and named and named not in tables:
+        from analysis.price_library import library_table
+
+        tables[named] = library_table(named, known=sorted(tables)).table
     return tables
 
 

@@ -44,7 +44,7 @@ def resolve_price_table(config: dict[str, Any], name: str) -> TableSource:
     """The price table `name`: the config's own entry if it has one, else the price library's."""
     tables = price_tables(config)
     if name in tables:
-        return TableSource(tables[name], "config")
+        return TableSource(tables[name], origin_of(tables[name]))
     return library_table(name, known=sorted(tables))
 
 

@@ -157,3 +157,19 @@ def test_price_model_may_name_a_library_model(tmp_path):
     assert load_config(path)["price_model"] == "claude-sonnet-4-5"
     with pytest.raises(CellbenchError, match="price_model: 'gpt-7' has no price table"):
         load_config(write_config(tmp_path / "bad.yaml", price_model="gpt-7"))
+
+
+def test_ingest_prices_the_database_under_a_library_price_model(tmp_path):
+    from analysis.cost import price_tables
+    from analysis.ingest import ingest_traces
+    from analysis.report import open_database
+    from agents.config import load_config
+
+    config = load_config(write_config(tmp_path / "config.yaml", price_model="claude-sonnet-4-5"))
+    tables = price_tables(config)
+    assert set(tables) == {"astra", "cheap", "flat", "claude-sonnet-4-5"}
+    root = tmp_path / "episodes"
+    write_episode(root, agent="tool", calls=[call(1, 10000, 8000, 1000, 500)])
+    ingest_traces(root, tmp_path / "t.duckdb", prices=(tables, config["price_model"]))
+    (dollars,) = open_database(str(tmp_path / "t.duckdb")).execute("SELECT dollars FROM instances").fetchone()
+    assert dollars == pytest.approx(0.01665)  # as in the report test above, by hand
