@@ -118,6 +118,7 @@ def _call_row(i: int, rng: random.Random, kind: str, success_after: bool) -> dic
         "tool_args": {"xyz": [round(rng.uniform(-0.3, 0.3), 4), 0.21, 0.95]} if kind == "tool" else None,
         "cell_hash": None, "n_primitives": 1 if kind == "tool" else 3, "n_acting": 1, "exception": None,
         "success_after": success_after, "retries": 0, "error": None, "retry_errors": None, "tool_calls_in_reply": 1,
+        "tool_call_source": "native", "images_withheld": 0,
         "input_sources": _input_sources(i, prompt, kind), "left_api": None,
     }
     return row
