@@ -39,6 +39,7 @@ import json
 import math
 import os
 import struct
+import sys
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -496,13 +497,22 @@ _SHARED_SERIALIZER: list[PromptSerializer] = []
 
 
 def input_sources(messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]] | None,
-                  serializer: PromptSerializer | None = None) -> InputSources:
-    """The prompt's tokens by source, counted with the estimator's tokenizer and layout (any planner)."""
+                  serializer: PromptSerializer | None = None) -> InputSources | None:
+    """The prompt's tokens by source, counted with the estimator's tokenizer and layout (any planner).
+
+    None, with a warning on stderr, for a prompt the estimator cannot lay out (a content part it does not
+    know, a remote image): the breakdown is a measurement beside the provider's bill and must never end
+    an episode a provider could still serve.
+    """
     if serializer is None:
         if not _SHARED_SERIALIZER:  # one per process: its memo makes each new call cost only what is new
             _SHARED_SERIALIZER.append(PromptSerializer())
         serializer = _SHARED_SERIALIZER[0]
-    prompt = serializer.serialize(messages, tools)
+    try:
+        prompt = serializer.serialize(messages, tools)
+    except ValueError as e:
+        print(f"cellbench: no input-token breakdown for this call: {e}", file=sys.stderr)
+        return None
     return InputSources(**prompt.by_source, n_images=prompt.n_images, total=prompt.n_tokens)
 
 

@@ -162,3 +162,9 @@ def test_tables_and_stacked_figure_follow_the_breakdown(tmp_path):
     assert len(tool_ax.collections) == len(INPUT_SOURCES)
     top = tool_ax.collections[-1].get_paths()[0].vertices[:, 1].max()
     assert top == sources(3).total
+
+
+def test_a_prompt_the_estimator_cannot_lay_out_has_no_breakdown_but_no_error(capsys):
+    messages = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.org/a.png"}}]}]
+    assert input_sources(messages, None) is None
+    assert "no input-token breakdown" in capsys.readouterr().err
