@@ -104,6 +104,11 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("query")
     s.add_argument("--db", default=DEFAULT_DB)
     s.add_argument("--csv", action="store_true", help="CSV output instead of a table")
+
+    s = sub.add_parser("select", help="print the episode.json of each episode matching an SQL condition",
+                       description="For redoing them: snakemake --forcerun $(cellbench select \"status = 'error'\")")
+    s.add_argument("condition", help="an SQL condition on the episodes table, e.g. \"status = 'error'\"")
+    s.add_argument("--db", default=DEFAULT_DB)
     return p
 
 
@@ -135,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             from agents.serve import main_serve
 
             return main_serve(args)
-        if cmd in ("ingest", "report", "figures", "browse", "sql"):
+        if cmd in ("ingest", "report", "figures", "browse", "sql", "select"):
             from analysis import commands
 
             return getattr(commands, f"cmd_{cmd}")(args)

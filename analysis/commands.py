@@ -1,4 +1,4 @@
-"""The analysis verbs of the `cellbench` CLI: ingest, report, figures, browse, sql (dispatched from agents/cli.py)."""
+"""The analysis verbs of the `cellbench` CLI: ingest, report, figures, browse, sql, select (dispatched from agents/cli.py)."""
 from __future__ import annotations
 
 import argparse
@@ -102,4 +102,23 @@ def cmd_sql(args: argparse.Namespace) -> int:
             relation.show(max_width=width, max_rows=2**62)
     finally:
         con.close()
+    return 0
+
+
+def cmd_select(args: argparse.Namespace) -> int:
+    """Print the episode.json path of every episode of the database matching an SQL condition on the
+    episodes table, one a line: what `snakemake --forcerun $(cellbench select ...)` runs again."""
+    from analysis.report import open_database
+
+    con = open_database(args.db)
+    try:
+        try:
+            rows = con.execute(f"SELECT trace_dir FROM episodes WHERE ({args.condition}) ORDER BY trace_dir").fetchall()
+        except duckdb.Error as e:
+            raise CellbenchError(f"condition {args.condition!r} failed on the episodes table: {e}") from None
+    finally:
+        con.close()
+    for (trace_dir,) in rows:
+        print(f"{trace_dir}/episode.json")
+    print(f"cellbench select: {len(rows)} episode{'s' * (len(rows) != 1)} where {args.condition}", file=sys.stderr)
     return 0

@@ -6,7 +6,9 @@ the real ingest and report): after a complete run, a deleted trace is run
 again (that episode alone) and the tables refreshed; a deleted database is
 rebuilt without running an episode; `kill -9` of the Snakemake process alone
 leaves episodes that stop by themselves, and an immediate rerun completes the
-grid with every trace written by one process.  tests/test_workflow_regrid_real.py
+grid with every trace written by one process; the README's one-command
+redos (episodes chosen by SQL, the tables) do what they say.
+tests/test_workflow_regrid_real.py
 does the same on real simulator episodes (marked slow).
 """
 from __future__ import annotations
@@ -15,13 +17,14 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
 from test_workflow import job_counts
-from test_workflow_recovery import HERE, Grid, make_cellbench_stub
+from test_workflow_recovery import BIN, HERE, Grid, make_cellbench_stub
 
 TABLE = Path("results/tables/success.csv")
 
@@ -139,3 +142,32 @@ def test_sigkill_of_snakemake_alone_then_an_immediate_rerun(new_workflow, bin_di
     for pid, d in orphans.items():
         assert writers(grid, d) != {pid}  # unrecorded by Snakemake: redone by the rerun, not kept
     assert "Nothing to be done" in grid.run("-n").stdout
+
+
+def test_episodes_selected_by_sql_and_the_tables_are_redone_one_command_each(new_workflow, bin_dir, reference):
+    grid = complete_grid(new_workflow, bin_dir)
+    before = grid.complete()
+    select = [str(BIN / "cellbench"), "select", "agent = 'tool' AND seed >= 1"]
+    proc = subprocess.run(select, cwd=grid.wf, env=grid.env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    chosen = proc.stdout.split()
+    assert chosen == sorted(f"{d}/episode.json" for d in grid.dirs if "/tool/" in d and not d.endswith("seed0"))
+    assert "2 episodes where agent = 'tool' AND seed >= 1" in proc.stderr
+
+    # snakemake --forcerun $(cellbench select "...")
+    proc = grid.run("--forcerun", *chosen)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert job_counts(proc.stdout) == {"episode": 2, "ingest": 1, "report": 1, "figures": 1, "all": 1, "total": 6}
+    after = grid.complete()
+    assert {d for d in grid.dirs if after[d] != before[d]} == {c.rsplit("/", 1)[0] for c in chosen}
+    assert grid.episodes() == reference
+
+    # The tables alone: snakemake figures --forcerun ingest
+    proc = grid.run("figures", "--forcerun", "ingest")
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert job_counts(proc.stdout) == {"ingest": 1, "report": 1, "figures": 1, "total": 3}
+    assert grid.complete() == after
+
+    # A condition the episodes table cannot answer is refused, naming it.
+    proc = subprocess.run(select[:2] + ["statuz = 'error'"], cwd=grid.wf, env=grid.env, capture_output=True, text=True)
+    assert proc.returncode == 2 and """condition "statuz = 'error'" failed on the episodes table""" in proc.stderr
