@@ -22,6 +22,7 @@ import numpy as np
 
 from robots.backend import StepCounter, TaskCard, ensure_headless_gl, settle
 from robots.robosuite_cameras import RobosuiteCameras, apply_fast_render
+from robots.scene_cache import disable_mujoco_asset_cache, episode_scene_build, max_texture_size
 
 #: The LIBERO-PRO perturbed families the paper uses: {spatial, object, goal, 10} x {swap, lan, object, task}.
 PAPER_SUITES = tuple(
@@ -54,6 +55,7 @@ def configure_robosuite_bridge() -> None:
 
     if not getattr(configure_robosuite_bridge, "_done", False):
         _compat.configure_robosuite()
+        disable_mujoco_asset_cache()  # one scene per process: the cache would only hold ~250 MB (robots/scene_cache.py)
         configure_robosuite_bridge._done = True
 
 
@@ -127,7 +129,10 @@ class LiberoProBackend(RobosuiteCameras):
     name = "libero_pro"
     cameras = CAMERAS
 
-    def __init__(self, image_size: int = DEFAULT_IMAGE_SIZE, fast_render: bool = True, group: str = "libero_pro"):
+    def __init__(self, image_size: int = DEFAULT_IMAGE_SIZE, fast_render: bool = True, group: str = "libero_pro",
+                 full_textures: bool = False, reuse_model: bool = True):
+        """`full_textures`: build with the assets' own texture sizes, not copies sized for `image_size`;
+        `reuse_model`: load the task's compiled model when stored, not compile it (robots/scene_cache.py)."""
         from agents.errors import CellbenchError
 
         if group not in GROUPS:
@@ -139,6 +144,8 @@ class LiberoProBackend(RobosuiteCameras):
 
         self.image_size = image_size
         self.fast_render = fast_render
+        self.max_texture = None if full_textures else max_texture_size(image_size)
+        self.reuse_model = reuse_model
         self.counter = StepCounter()
         self._env = None
         self._bddl = None
@@ -189,17 +196,18 @@ class LiberoProBackend(RobosuiteCameras):
     def _make_env(self, bddl: str):
         from libero.libero.envs.env_wrapper import ControlEnv
 
-        env = ControlEnv(
-            bddl_file_name=bddl,
-            has_renderer=False,
-            has_offscreen_renderer=True,
-            use_camera_obs=False,
-            ignore_done=True,
-            hard_reset=False,  # a hard reset rebuilds the GL context (~1 s)
-            camera_heights=self.image_size,
-            camera_widths=self.image_size,
-            horizon=100_000,
-        )
+        with episode_scene_build(self.max_texture, self.reuse_model):
+            env = ControlEnv(
+                bddl_file_name=bddl,
+                has_renderer=False,
+                has_offscreen_renderer=True,
+                use_camera_obs=False,
+                ignore_done=True,
+                hard_reset=False,  # a hard reset rebuilds the GL context (~1 s)
+                camera_heights=self.image_size,
+                camera_widths=self.image_size,
+                horizon=100_000,
+            )
         if self.fast_render:
             apply_fast_render(env.env.sim)
         return env
