@@ -45,11 +45,8 @@ def proc_status(pid: int | str = "self") -> dict[str, int]:
     return out
 
 
-def _timed(cls, name: str, parts: dict[str, float], label: str) -> None:
-    """Wrap cls.name (a method or a classmethod) so its wall time adds to parts[label]."""
-    attr = cls.__dict__[name]
-    is_classmethod = isinstance(attr, classmethod)
-    fn = attr.__func__ if is_classmethod else attr
+def _timing(fn, parts: dict[str, float], label: str):
+    """fn, with its wall time added to parts[label] on each call."""
 
     def wrapper(*a, **kw):
         t = time.perf_counter()
@@ -58,7 +55,16 @@ def _timed(cls, name: str, parts: dict[str, float], label: str) -> None:
         finally:
             parts[label] = parts.get(label, 0.0) + time.perf_counter() - t
 
-    setattr(cls, name, classmethod(wrapper) if is_classmethod else wrapper)
+    return wrapper
+
+
+def _timed(owner, name: str, parts: dict[str, float], label: str) -> None:
+    """Replace owner.name (a function, method or classmethod) by its timed version."""
+    attr = owner.__dict__[name]
+    if isinstance(attr, classmethod):
+        setattr(owner, name, classmethod(_timing(attr.__func__, parts, label)))
+    else:
+        setattr(owner, name, _timing(attr, parts, label))
 
 
 def child_parts(task: str, seed: int) -> dict[str, float]:
@@ -77,28 +83,10 @@ def child_parts(task: str, seed: int) -> dict[str, float]:
     except ImportError:  # before the scene cache: MuJoCo's compile is all there is
         _timed(bu.MjSim, "from_xml_string", parts, "compile")
     else:
-        real_compiled = scene_cache.compiled_model
-
-        def compiled_model(*a, **kw):
-            t = time.perf_counter()
-            try:
-                return real_compiled(*a, **kw)
-            finally:
-                parts["compile"] = parts.get("compile", 0.0) + time.perf_counter() - t
-
-        scene_cache.compiled_model = compiled_model
+        _timed(scene_cache, "compiled_model", parts, "compile")
     _timed(bu.MjRenderContext, "_set_mujoco_context_and_buffers", parts, "gl_context")
     _timed(lp.LiberoProBackend, "_make_env", parts, "build")
-    real_settle = lp.settle
-
-    def settle(*a, **kw):
-        t = time.perf_counter()
-        try:
-            return real_settle(*a, **kw)
-        finally:
-            parts["settle"] = time.perf_counter() - t
-
-    lp.settle = settle
+    _timed(lp, "settle", parts, "settle")
     t = time.perf_counter()
     backend.reset(task, seed)
     total = time.perf_counter() - t
