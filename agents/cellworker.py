@@ -140,9 +140,11 @@ class CellWorker:
         env = dict(os.environ)
         # One thread until confinement (unshare and the seccomp filter need it), and none spare after.
         env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HOME=self.workdir,
-                   TMPDIR=self.workdir, PYTHONDONTWRITEBYTECODE="1")
+                   TMPDIR=self.workdir)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agents.cellworker", str(child.fileno()), self.workdir, self.mode],
+            # -I: no cwd on sys.path, no PYTHON* variables: a module a cell left in work/ (numpy.py, agents/)
+            # is never imported by the next worker, which imports before it confines itself.
+            [sys.executable, "-I", "-m", "agents.cellworker", str(child.fileno()), self.workdir, self.mode],
             pass_fds=(child.fileno(),), cwd=self.workdir, env=env, stdin=subprocess.DEVNULL,
         )
         child.close()

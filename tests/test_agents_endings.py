@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -137,13 +139,34 @@ def test_endless_cell_ends_on_the_wall_clock(tmp_path):
     assert "while True:" in page and "wall_clock" in page and "RuntimeTimeout" in page
 
 
+def _crash_the_runtime_when(flag: Path) -> None:
+    """SIGSEGV to this process's runtime child (the simulator) once `flag` exists."""
+    deadline = time.monotonic() + 300
+    while not flag.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+        if ppid == os.getpid() and b"agents.runtime" in cmdline:
+            os.kill(int(entry), signal.SIGSEGV)
+
+
 def test_runtime_crash_ends_with_error_and_the_parent_survives(tmp_path):
-    planner = ListPlanner([("python", json.dumps({"code": "import os\nos._exit(1)"}))])
+    # A cell cannot take the simulator down (its own worker restarts: test_runtime_isolation); the
+    # simulator crashing while a cell waits on it still ends the episode with `error`.
+    code = "import time\nopen('waiting', 'w').close()\ntime.sleep(120)"
+    planner = ListPlanner([("python", json.dumps({"code": code}))])
     pid = os.getpid()
+    threading.Thread(target=_crash_the_runtime_when, args=(tmp_path / "work" / "waiting",), daemon=True).start()
     rec = run_episode(spec("code"), planner, str(tmp_path))
     assert os.getpid() == pid
     assert rec.status == "error" and not rec.success
-    assert "exit code 1" in rec.error
+    assert "killed by SIGSEGV" in rec.error
     [row] = rows(tmp_path, "calls.jsonl")
     assert row["action_kind"] == "cell" and row["exception"] == "RuntimeDied"
     assert json.loads((tmp_path / "episode.json").read_text())["status"] == "error"

@@ -78,6 +78,9 @@ def hostile_cells(home_secret: Path, other_trace: Path, trace_dir: Path, port: i
         "open_files": "import os\nfiles = [open(os.devnull) for _ in range(100_000)]",
         "exit": "exit(3)",
         "after_exit": "print('still here', kept)",
+        "plant": "import os\nos.makedirs('agents', exist_ok=True)\n"
+                 "for name in ('numpy.py', 'json.py', 'agents/__init__.py'):\n"
+                 "    open(name, 'w').write(\"open('planted_ran', 'w').write('imported')\\n\")",
         "segfault": "import ctypes\nctypes.string_at(0)",
         "after_segfault": "print('kept' in dir(), robo.state().gripper_width_m >= 0)",
         "spin": "while True:\n    pass",
@@ -220,12 +223,14 @@ def test_memory_and_files_are_bounded_and_the_worker_goes_on(hostile):
 
 
 def test_a_crashed_worker_is_replaced_and_the_model_is_told(hostile):
-    _, _, replies, calls, _ = hostile
+    _, out, replies, calls, _ = hostile
     for name, how in (("segfault", "SIGSEGV"), ("spin", "SIGXCPU")):
         assert calls[name]["exception"] == RESTART_EXCEPTION, replies[name]
         assert RESTARTED in replies[name] and how in replies[name]
     # The fresh worker has none of the old variables, and robo works in it.
     assert replies["after_segfault"].strip() == "False True"
+    # Modules a cell left in work/ were not imported by the fresh worker before it confined itself.
+    assert calls["plant"]["exception"] is None and not (out / "work" / "planted_ran").exists()
     assert replies["after_spin"].strip() == "after spin 6 True"
 
 
