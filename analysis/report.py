@@ -279,7 +279,7 @@ COLUMN_DOCS = {
     "delta_pts": "code - tool success, percentage points",
     "delta_ci_low_pts": "CI of delta, low end (exact, conditional on the discordant pairs; "
                         "excludes 0 exactly when mcnemar_p < 0.05)",
-    "delta_ci_high_pts": "CI of delta, high end (exact, conditional on the discordant pairs)",
+    "delta_ci_high_pts": "CI of delta, high end (exact, conditional on the discordant pairs; blank: none)",
     "delta_boot_low_pts": "CI of delta, low end (paired bootstrap, tasks resampled as clusters)",
     "delta_boot_high_pts": "CI of delta, high end (paired bootstrap, tasks resampled as clusters)",
     "llm_calls_median": "median LLM calls per episode",
@@ -363,7 +363,7 @@ def format_value(column: str, value) -> str:
             return f"{value:.1f}"
         if column.endswith("_p"):
             return f"{value:.3g}"
-        if column.endswith("_ratio"):
+        if column.endswith("_ratio") or "_ratio_ci_" in column:
             return f"{value:.2f}"
         if "tokens" in column and "ratio" not in column:
             return f"{value:,.0f}"
