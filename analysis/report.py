@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from agents.errors import CellbenchError
-from analysis import schema, stats, token_sources
+from analysis import sandbox_layers, schema, stats, token_sources
 from analysis.bootstrap import Bootstrap
 from analysis.cost import PriceTable, call_dollars
 
@@ -261,6 +261,10 @@ def build_tables(data: ReportData) -> list[Table]:
               "code ran in full; calls, tokens and dollars are means on the instances all three solved. "
               + priced, stats.images_on_demand_table(p)),
         *token_sources.tables(data, priced),
+        Table("sandbox", "How the code agent's cells were confined (README Isolation)",
+              "Code-agent episodes per confinement layer of the cell worker, from each episode.json's "
+              "sandbox record (tool calling runs no cell worker); a cell that tried to leave the API is "
+              "counted in cell_stats (left_api_pct).", sandbox_layers.sandbox_table(data.episodes)),
         Table("planner_errors", "Planner errors (infrastructure failures: rerun, never counted)",
               "These episodes are left out of pairing, of every paired table and of the endings' shares "
               "(endings counts them beside each row, in n_planner_errors).", data.planner_errors),
@@ -321,6 +325,8 @@ COLUMN_DOCS = {
     "single_step_pct": "cells executing exactly one acting primitive (%)",
     "requests_image_pct": "cells requesting an image (%)",
     "unparsed_pct": "cells that are not valid Python (%)",
+    "left_api_pct": "cells that tried to reach past the primitives (robo internals, gc, ctypes, subprocess, "
+                    "socket, files outside work/: from the text or the worker's record) (%)",
     "tool_acting_per_call": "acting primitives per tool-calling LLM call (mean)",
     "limit_reached_but_solved": "episodes stopped by a limit with the task already done (counted solved)",
     "n_planner_errors": "planner_error episodes left out of n_episodes and of every share",
@@ -336,6 +342,7 @@ COLUMN_DOCS = {
     "trace_dir": "trace directory", "error": "the error recorded on episode.json",
 }
 COLUMN_DOCS.update({k: v for k, v in token_sources.COLUMN_DOCS.items() if k not in COLUMN_DOCS})
+COLUMN_DOCS.update({k: v for k, v in sandbox_layers.COLUMN_DOCS.items() if k not in COLUMN_DOCS})
 _AGENT_PREFIXES = {"tool_full_": "tool calling, automatic images", "tool_on_demand_": "tool calling, images on demand",
                    "code_full_": "code", "tool_": "tool calling", "code_": "code"}
 

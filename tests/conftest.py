@@ -46,3 +46,18 @@ def snakemake():
         return subprocess.run([str(exe), *args], cwd=cwd, stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True, timeout=300)
     return run
+
+
+@pytest.fixture(scope="session")
+def runtime_server():
+    """A RuntimeServer in this process over a real LIBERO-PRO scene (libero_spatial_swap/0, seed 0, VLA on),
+    shared by the tests that compare a primitive's tool result with its cell output (one scene build)."""
+    from agents.runtime import RuntimeServer
+
+    srv = RuntimeServer()
+    srv.init({"benchmark": "libero_pro", "task": "libero_spatial_swap/0", "seed": 0, "capabilities": ("vla",),
+              "guides": False, "image_size": 128, "auto_cameras_by_arms": {}, "initial_cameras": ()})
+    yield srv
+    close = getattr(srv.namespace, "close", None)
+    if close is not None:
+        close()  # the cell worker process, where cells run in one

@@ -1,6 +1,6 @@
 """Both interfaces report the success flag after acting and refuse acting after success in the same words.
 
-An in-process `RuntimeServer` over a real LIBERO-PRO scene answers the same
+An in-process `RuntimeServer` over a real LIBERO-PRO scene (conftest's `runtime_server`) answers the same
 primitive as a tool call and inside a cell: an acting one carries the
 benchmark's check (`task_success` in the tool's JSON, `Task success: ...` as
 the cell's last line), a read-only one carries none, and once the check
@@ -17,14 +17,9 @@ import pytest
 from agents.feedback import TASK_COMPLETE, TASK_SUCCESS_KEY, parse_success_line, parse_tool_success, success_line
 
 
-@pytest.fixture(scope="module")
-def server():
-    from agents.runtime import RuntimeServer
-
-    srv = RuntimeServer()
-    srv.init({"benchmark": "libero_pro", "task": "libero_spatial_swap/0", "seed": 0, "capabilities": (),
-              "guides": False, "image_size": 128, "auto_cameras_by_arms": {}, "initial_cameras": ()})
-    return srv
+@pytest.fixture
+def server(runtime_server):
+    return runtime_server
 
 
 def _here(server) -> list[float]:

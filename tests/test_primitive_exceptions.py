@@ -10,7 +10,8 @@ LIBERO-PRO scene:
   runtime child;
 * a backend fault inside a primitive (a RuntimeError, as a simulator or
   policy backend raises), injected at the VLA policy seam of an in-process
-  `RuntimeServer`, compared between the two interfaces call for call.
+  `RuntimeServer` (conftest's `runtime_server`), compared between the two
+  interfaces call for call.
 """
 from __future__ import annotations
 
@@ -84,17 +85,6 @@ def test_an_unreachable_policy_server_is_the_calls_result_and_the_episode_goes_o
     assert "still here" in later if agent == "code" else "gripper_width_m" in later
 
 
-@pytest.fixture(scope="module")
-def server():
-    """A RuntimeServer in this process over a real scene, its VLA policy replaced by one that raises."""
-    from agents.runtime import RuntimeServer
-
-    srv = RuntimeServer()
-    srv.init({"benchmark": "libero_pro", "task": TASK, "seed": 0, "capabilities": ("vla",), "guides": False,
-              "image_size": 128, "auto_cameras_by_arms": {}, "initial_cameras": ()})
-    return srv
-
-
 class _FaultyPolicy:
     name = "faulty"
 
@@ -107,8 +97,9 @@ class _FaultyPolicy:
 
 @pytest.mark.parametrize("exc", [RuntimeError("physics backend fault"), ConnectionError("policy server went away"),
                                  TimeoutError("render timed out")], ids=lambda e: type(e).__name__)
-def test_a_backend_exception_reaches_both_interfaces_with_its_type_and_message(server, exc):
-    server.robot.vla_policy = _FaultyPolicy(exc)
+def test_a_backend_exception_reaches_both_interfaces_with_its_type_and_message(runtime_server, monkeypatch, exc):
+    server = runtime_server
+    monkeypatch.setattr(server.robot, "vla_policy", _FaultyPolicy(exc))
     tool = server.call_tool("vla", {"instruction": "pick up the bowl", "max_steps": 20})
     cell = server.exec_cell("robo.vla('pick up the bowl', max_steps=20)")
     assert tool.exception == cell.exception == type(exc).__name__
