@@ -1,39 +1,34 @@
-"""The runtime process: simulator, Robot and the code namespace live in a child process.
+"""The runtime process: simulator and Robot live in a child process; code cells in a grandchild.
 
 The agent loop (which holds the API key) talks to the child over a private
 socket with two verbs, `call_tool(name, args)` and `exec_cell(code)`, plus
 `init`, `limits`, `success` and `close`.  The parent's watchdog ends the child
-when the episode's wall clock runs out.
+when the episode's wall clock runs out.  A code cell does not run here: the
+child hands it to its cell worker (agents/cellworker.py), a confined process
+of its own whose `robo` is a proxy to this one's Robot (README "Isolation").
 
-Isolation: what it is
-  * a separate process: a cell that crashes, hangs or exhausts memory ends the
-    episode with status `error` or `wall_clock`; the agent loop, the workflow
-    and the next episode go on;
+Isolation of this child
+  * a separate process: a crash or hang ends the episode with status `error`
+    or `wall_clock`; the agent loop, the workflow and the next episode go on;
   * an environment without credentials: variables whose names look like keys
     or tokens are dropped (`scrubbed_env`), and so is any variable holding
     the same value as a dropped one;
   * its working directory is `work/` inside the episode's trace directory, so
-    a cell's relative paths cannot overwrite the trace files;
+    relative paths cannot overwrite the trace files;
   * resource limits (setrlimit): no core dumps; open files (1024); file size
     (4 GiB); address space (16 GiB from the start, then at most 8 GiB more
     than the built scene maps); CPU time (generous while the scene builds,
     then the CPU the scene took plus 2 CPU-seconds per second of the
-    episode's wall clock plus a minute; SIGXCPU, then SIGKILL 5 s later);
+    episode's wall clock plus a minute; SIGXCPU, then SIGKILL 5 s later).
+    The same memory and CPU budgets bound the cell worker on its own;
   * at most 64 live processes through `os.fork` (counted over the child's
-    process group); a forked copy of the runtime never answers on the
-    socket (it exits when its cell returns); the whole process group is
+    process group); the whole process group (the cell worker included) is
     killed when the episode ends, and the child dies with its parent
     (PR_SET_PDEATHSIG), so a killed run leaves no simulator behind.
 
-Isolation: what it is not
-  A security sandbox.  The child runs as the same user with the same
-  filesystem and network: a cell can read any file the user can (a key in a
-  dotfile included), open sockets, start processes with `subprocess` (not
-  counted by the fork bound), leave the process group with `os.setsid`, or
-  raise its own soft limits back to the hard ones (and, as root, the hard
-  ones too).  The limits stop accidents - a runaway loop, an unbounded
-  allocation, a fork loop, a stray `exit()` - not a determined attacker;
-  run untrusted models in a container or VM for that.
+  This child is the harness's own code (simulator, VLA and segmentation
+  clients with their network): it is not confined by the kernel; the cell
+  worker is (agents/sandbox.py).
 """
 from __future__ import annotations
 
@@ -405,10 +400,6 @@ class RuntimeServer:
 
     def success(self) -> bool:
         return self.robot.backend.success()
-
-    def cell_worker(self) -> dict[str, Any]:
-        """The code agent's worker: its confinement layers (None if none started) and restarts."""
-        return {"sandbox": self.namespace.sandbox, "restarts": self.namespace.restarts}
 
     def limits(self, cpu_s: float, cell_memory: int | None) -> dict[str, int | None]:
         """Tighten the limits once the scene is built: CPU from here on, and memory growth."""
