@@ -89,8 +89,8 @@ def main_play(args) -> int:
         spec.config_hash = config_hash(config)
     if args.agent == "code" and args.ablation == "images_on_demand":
         raise CellbenchError("the images_on_demand ablation exists for the tool agent only")
-    guard_episode(args.out)
     planner = make_planner(planner_cfg)
+    guard_episode(args.out)  # a planner refused (no key, say) leaves no directory behind
     rec = run_episode(spec, planner, args.out)
     print(
         f"{rec.task} seed={rec.seed} agent={rec.agent} ablation={rec.ablation}: {rec.status} "
