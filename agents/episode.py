@@ -378,7 +378,10 @@ def render_prompt(spec: EpisodeSpec, card: dict[str, Any], caps, effects) -> tup
         else:
             cameras_after_move = auto_cameras(len(card.get("arms", ("right",))), spec.n_images)
             note = prompts["images_after_move"].format(n_images=spec.n_images, cameras=", ".join(cameras_after_move))
-        system = prompts["system"].format(images_note=note, success_key=TASK_SUCCESS_KEY, conventions=conventions())
+        # Name the VLA only where it exists: a no_vla prompt must not promise a tool it lacks.
+        acting_tools = "moves, gripper, VLA" if "vla" in caps else "moves, gripper"
+        system = prompts["system"].format(images_note=note, success_key=TASK_SUCCESS_KEY, conventions=conventions(),
+                                          acting_tools=acting_tools)
         tools = tool_schemas(caps, include_show=effects["images_on_demand"]) + [FINISH_TOOL]
     else:
         system = prompts["system"].format(api_reference=api_reference(caps), success_line=success_line(True))

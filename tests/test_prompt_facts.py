@@ -64,3 +64,15 @@ def test_the_tool_agent_is_told_of_show_only_where_it_has_the_tool(benchmark, ab
     assert has_show == ABLATION_EFFECTS[ablation]["images_on_demand"]
     text = system + json.dumps(tools)
     assert ("show(" in text) == has_show, "the tool agent's prompt mentions show() but has no show tool"
+
+
+@pytest.mark.parametrize("benchmark,ablation", CASES, ids=[f"{b}-{a}" for b, a in CASES])
+def test_the_vla_is_named_only_where_it_exists(benchmark, ablation):
+    """A no-VLA ablation's prompts must not promise a VLA: neither the tool agent's text nor its tools, nor the
+    code agent's API reference."""
+    has_vla = ABLATION_EFFECTS[ablation]["vla"]
+    tool_system, tools = _render(benchmark, ablation, "tool")
+    assert ("VLA" in tool_system) == has_vla
+    assert any(t["function"]["name"] == "vla" for t in tools) == has_vla
+    code_system, _ = _render(benchmark, "full" if ablation == "images_on_demand" else ablation, "code")
+    assert ("robo.vla(" in code_system) == has_vla
