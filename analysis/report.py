@@ -223,7 +223,7 @@ def build_tables(data: ReportData) -> list[Table]:
               + intervals + " " + priced, joint),
         Table("decomposition", "Token decomposition (Fig. 5)",
               "On jointly solved instances: input-token ratio = LLM-call ratio x tokens-per-call ratio "
-              "(tool / code). " + intervals, stats.token_decomposition(p, boot)),
+              "(tool / code). " + intervals, stats.token_decomposition(p, boot, joint)),
         Table("budget_first_reach", "Budget cutoff: first reach of tool calling's final success (Fig. 3)",
               "An episode counts as solved at budget B iff it solved and its cumulative cost through the "
               "solving call is <= B; the budget is per episode. " + priced, reach),

@@ -198,10 +198,12 @@ DECOMPOSITION_COLUMNS = ["comparison", "benchmark", "n_jointly_solved",
                          "input_tokens_ratio", "input_tokens_ratio_ci_low", "input_tokens_ratio_ci_high"]
 
 
-def token_decomposition(paired: pd.DataFrame, boot: Bootstrap | None = None) -> pd.DataFrame:
+def token_decomposition(paired: pd.DataFrame, boot: Bootstrap | None = None,
+                        joint: pd.DataFrame | None = None) -> pd.DataFrame:
     """Fig. 5: token ratio = LLM-call ratio x tokens-per-call ratio (tool / code, jointly solved), with the
-    jointly solved table's intervals (the same resamples: one label, one generator)."""
-    joint = jointly_solved_table(paired, boot)
+    jointly solved table's intervals (the same resamples: one label, one generator); `joint`: that table,
+    when already built from the same `paired` and `boot`."""
+    joint = jointly_solved_table(paired, boot) if joint is None else joint
     return joint[DECOMPOSITION_COLUMNS].reset_index(drop=True) if len(joint) else _table([], DECOMPOSITION_COLUMNS)
 
 
