@@ -153,7 +153,7 @@ class CellWorker:
         try:
             while True:
                 msg = recv_json(self.sock)
-                if msg["op"] == "map_ids":  # root's worker cannot map uid 0 itself
+                if msg["op"] == "map_ids":  # root's worker: mapping uid 0 may need this side's CAP_SETFCAP
                     try:
                         write_id_maps(self.proc.pid)
                         self._send(("mapped",))

@@ -19,8 +19,9 @@ itself; each is tried in turn and reported as applied or not:
   of, any process outside the worker (the simulator process included);
 * ``no_new_privs`` -- `PR_SET_NO_NEW_PRIVS`: no set-uid gain, ever;
 * ``seccomp`` -- a BPF filter: `socket()` of any family, new processes
-  (`fork`, `vfork`, `clone` without `CLONE_THREAD`, `clone3`), `io_uring` and
-  `ptrace` fail with EPERM.  Threads still start.  The worker's one channel to
+  (`fork`, `vfork`, `clone` without `CLONE_THREAD`, `clone3`), `io_uring`,
+  `ptrace`, new namespaces, mounts, BPF, perf, keyrings and kernel modules
+  fail with EPERM (`REFUSED_SYSCALLS`).  Threads still start.  The worker's one channel to
   the simulator is a socket pair created before confinement.
 
 Mode `required` raises `SandboxUnavailable` naming the first layer that could
@@ -150,7 +151,7 @@ def _namespaces(want_user: bool, want_net: bool, map_ids) -> tuple[bool, bool]:
     uid, gid = os.geteuid(), os.getegid()  # before: unmapped, they read as the overflow id
     _check(libc.unshare(flags), "unshare")
     if want_user:
-        # Mapping uid 0 needs CAP_SETFCAP outside the namespace: root's worker asks its parent to write the map.
+        # Kernels may require CAP_SETFCAP outside the namespace to map uid 0: root's worker asks its parent.
         if uid != 0 or map_ids is None:
             _map_ids(uid, gid)
         else:
@@ -206,15 +207,28 @@ def _landlock(abi: int, workdir: str, reads: list[str], want_fs: bool, want_tcp:
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _SYSCALLS = {
     "x86_64": {"socket": 41, "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "io_uring_setup": 425,
-               "ptrace": 101},
-    "aarch64": {"socket": 198, "clone": 220, "clone3": 435, "io_uring_setup": 425, "ptrace": 117},
+               "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "unshare": 272, "setns": 308,
+               "mount": 165, "umount2": 166, "pivot_root": 155, "bpf": 321, "perf_event_open": 298,
+               "userfaultfd": 323, "add_key": 248, "request_key": 249, "keyctl": 250, "init_module": 175,
+               "delete_module": 176, "finit_module": 313, "kexec_load": 246, "kexec_file_load": 320},
+    "aarch64": {"socket": 198, "clone": 220, "clone3": 435, "io_uring_setup": 425, "ptrace": 117,
+                "process_vm_readv": 270, "process_vm_writev": 271, "unshare": 97, "setns": 268, "mount": 40,
+                "umount2": 39, "pivot_root": 41, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
+                "add_key": 217, "request_key": 218, "keyctl": 219, "init_module": 105, "delete_module": 106,
+                "finit_module": 273, "kexec_load": 104, "kexec_file_load": 294},
 }
+#: Refused outright (EPERM): besides sockets and processes, the kernel's larger attack surface a cell never
+#: needs (new namespaces, where it would regain capabilities; mounts; BPF; perf; keyrings; modules).
+REFUSED_SYSCALLS = ("socket", "fork", "vfork", "io_uring_setup", "ptrace", "process_vm_readv",
+                    "process_vm_writev", "unshare", "setns", "mount", "umount2", "pivot_root", "bpf",
+                    "perf_event_open", "userfaultfd", "add_key", "request_key", "keyctl", "init_module",
+                    "delete_module", "finit_module", "kexec_load", "kexec_file_load")
 _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_JSET_K, _BPF_RET_K = 0x20, 0x15, 0x45, 0x06
 _SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO, _SECCOMP_RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000
 
 
 def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
-    """BPF instructions (code, jt, jf, k): refuse sockets, new processes, io_uring and ptrace."""
+    """BPF instructions (code, jt, jf, k): refuse sockets, new processes and `REFUSED_SYSCALLS`."""
     nrs = _SYSCALLS[machine]
     eperm = _SECCOMP_RET_ERRNO | errno.EPERM
     prog = [(_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
@@ -231,7 +245,7 @@ def _seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
              (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW)]
     # clone3 passes its flags in memory the filter cannot read: ENOSYS makes glibc fall back to clone.
     prog += [(_BPF_JEQ_K, 0, 1, nrs["clone3"]), (_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | errno.ENOSYS)]
-    for name in ("socket", "fork", "vfork", "io_uring_setup", "ptrace"):
+    for name in REFUSED_SYSCALLS:
         if name in nrs:
             prog += [(_BPF_JEQ_K, 0, 1, nrs[name]), (_BPF_RET_K, 0, 0, eperm)]
     prog.append((_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW))

@@ -70,6 +70,8 @@ def hostile_cells(home_secret: Path, other_trace: Path, trace_dir: Path, port: i
                       f"subprocess.run(['sh', '-c', 'echo pwned > {outside}; "
                       f"echo x > /dev/tcp/127.0.0.1/{port}'])",
         "fork_bomb": "import os\nwhile True:\n    os.fork()",
+        "namespace": "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                     "print(libc.unshare(0x10000000), ctypes.get_errno())",  # a new user namespace: EPERM
         "after_fork_bomb": "print('alive', robo.state().gripper_width_m >= 0)",
         "allocate_50g": "x = bytearray(50 * 2**30)",
         "allocate": "def grab():\n    chunks = []\n    while True:\n        chunks.append(bytearray(16 * 2**20))\n"
@@ -209,6 +211,7 @@ def test_no_network_and_no_processes(hostile):
     assert calls["fork_bomb"]["exception"] == "PermissionError", replies["fork_bomb"]
     assert {"socket"} <= set(calls["tcp"]["left_api"]) and "subprocess" in calls["subprocess"]["left_api"]
     assert replies["after_fork_bomb"].strip() == "alive True"
+    assert replies["namespace"].strip() == "-1 1" and "ctypes" in calls["namespace"]["left_api"]
 
 
 def test_memory_and_files_are_bounded_and_the_worker_goes_on(hostile):
