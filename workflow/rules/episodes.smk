@@ -5,6 +5,18 @@
 # the targets are listed, not expanded.  Repeat 0 lives in seed{seed}, a later
 # repeat in a subdirectory r1, r2, ... of it (the `repeat_dir` wildcard is
 # empty for repeat 0).
+#
+# What a job holds: 1 thread (the scripted planner keeps a core busy) and
+# EPISODE_MEM_MB.  An episode whose planner is an endpoint waits on it most
+# of its time: workflow/profiles/remote-planner runs those with 0 threads
+# (--set-threads episode=0), so memory, not cores, bounds how many run at once
+# (--resources mem_mb=...; README, "Running a paid grid").
+
+#: Resident memory one episode may reach, MiB: the agent loop (~120) plus the
+#: runtime child at its peak, measured with benchmarks/episode_cost.py: 700-970
+#: MiB on LIBERO-PRO/LIBERO-90/10 scenes, 1,270 for libero_10_swap/0's first
+#: build, 900 on the two-arm scenes; rounded up for what cells allocate.
+EPISODE_MEM_MB = 1536
 
 
 rule episode:
@@ -36,6 +48,7 @@ rule episode:
     threads: 1
     resources:
         runtime=episode_runtime_min,
+        mem_mb=EPISODE_MEM_MB,
     conda:
         "../envs/cellbench.yaml"
     shell:
