@@ -36,7 +36,7 @@ AGENT_ONLY_ABLATIONS = {"images_on_demand": "tool"}
 #: not rerun (and re-bill) a finished grid.
 _PLANNER_RESULT_KEYS = ("name", "model", "base_url", "temperature", "top_p", "max_output_tokens",
                         "max_tokens_param", "tool_choice", "parallel_tool_calls", "extra_body",
-                        "reasoning_effort", "vision", "tool_calls", "constrain_calls")
+                        "reasoning_effort", "thinking_budget_tokens", "vision", "tool_calls", "constrain_calls")
 
 
 def _with_defaults(cls):

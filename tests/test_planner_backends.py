@@ -262,3 +262,15 @@ def test_config_schema_accepts_the_new_planner_keys():
                                          "store": False}})
     with pytest.raises(CellbenchError, match="reasoning_effort"):
         validate_config({**base, "planner": {"name": "openai", "model": "gpt", "reasoning_effort": "extreme"}})
+
+
+def test_anthropic_thinking_budget_for_models_without_adaptive_thinking():
+    with serve(lambda body: "ok") as server:
+        with pytest.warns(UserWarning, match="temperature"):
+            planner = _claude(server, thinking_budget_tokens=4096, max_output_tokens=16000, temperature=1.0)
+        planner.next(OPENING, TOOLS)
+        body = server.requests[0].body
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 4096} and body["max_tokens"] == 16000
+    assert "output_config" not in body and "temperature" not in body
+    with pytest.raises(CellbenchError, match="thinking_budget_tokens"):
+        AnthropicPlanner(model="c", api_key="k", thinking_budget_tokens=9000, max_output_tokens=8192)

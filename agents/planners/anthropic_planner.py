@@ -23,7 +23,9 @@ those writes (1.25x input for the 5-minute cache), so they are kept apart:
     output_tokens_details.thinking_tokens          → reasoning_tokens
 
 `reasoning_effort` turns on adaptive thinking with `output_config.effort`
-(minimal counts as low; none disables thinking).  Temperature / top_p are
+(minimal counts as low; none disables thinking); `thinking_budget_tokens`
+asks for extended thinking with a fixed budget instead (models without
+adaptive thinking).  Temperature / top_p are
 not parameters of SDK 2.x's `messages.create`: without thinking they go in
 the request body, with thinking they are left out (sampling_for_reasoning).
 
@@ -53,7 +55,7 @@ from agents.records import Usage
 ANTHROPIC_CONFIG_KEYS = frozenset({
     "name", "model", "base_url", "api_key_env", "temperature", "top_p", "max_output_tokens", "tool_choice",
     "parallel_tool_calls", "extra_body", "max_retries", "timeout_s", "backoff_base_s", "backoff_max_s",
-    "reasoning_effort", "cache",
+    "reasoning_effort", "cache", "thinking_budget_tokens",
 })
 
 #: cellbench's reasoning_effort → the API's `output_config.effort`.
@@ -88,6 +90,7 @@ class AnthropicPlanner(OpenAIPlanner):
         parallel_tool_calls: bool | None = None,
         extra_body: dict[str, Any] | None = None,
         reasoning_effort: str | None = None,
+        thinking_budget_tokens: int | None = None,
         cache: bool = True,
         max_retries: int = 6,
         timeout_s: float = 600.0,
@@ -100,11 +103,20 @@ class AnthropicPlanner(OpenAIPlanner):
         if not api_key:
             raise CellbenchError("the anthropic planner needs an API key: set ANTHROPIC_API_KEY "
                                  "(or name another variable in planner.api_key_env)")
-        sampling = sampling_for_reasoning(self.name, reasoning_effort, temperature=temperature, top_p=top_p)
+        effort = reasoning_effort
+        if thinking_budget_tokens is not None:
+            if not 1024 <= thinking_budget_tokens < (max_output_tokens or DEFAULT_MAX_TOKENS):
+                raise CellbenchError(f"planner.thinking_budget_tokens must be at least 1024 and below "
+                                     f"max_output_tokens ({max_output_tokens or DEFAULT_MAX_TOKENS}), "
+                                     f"not {thinking_budget_tokens}")
+            if effort in (None, "none"):
+                effort = "high"  # a thinking budget is reasoning too: the sampling options go
+        sampling = sampling_for_reasoning(self.name, effort, temperature=temperature, top_p=top_p)
         self.model = model
         self.base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
         self.temperature, self.top_p = sampling["temperature"], sampling["top_p"]
         self.reasoning_effort = reasoning_effort
+        self.thinking_budget_tokens = thinking_budget_tokens
         self.max_output_tokens = max_output_tokens or DEFAULT_MAX_TOKENS
         self.tool_choice = tool_choice
         self.parallel_tool_calls = parallel_tool_calls
@@ -134,10 +146,13 @@ class AnthropicPlanner(OpenAIPlanner):
                 params["tool_choice"] = choice
         if self.cache and turns:
             turns[-1]["content"][-1].update(self._breakpoint())
-        if self.reasoning_effort == "none":
+        if self.thinking_budget_tokens is not None:
+            params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget_tokens}
+        elif self.reasoning_effort == "none":
             params["thinking"] = {"type": "disabled"}
         elif self.reasoning_effort is not None:
             params["thinking"] = {"type": "adaptive"}
+        if self.reasoning_effort not in (None, "none"):
             params["output_config"] = {"effort": EFFORTS[self.reasoning_effort]}
         body = dict(self.extra_body)
         if self.temperature is not None:
