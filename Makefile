@@ -66,7 +66,7 @@ local-llm-grid: local-llm
 	mkdir -p $(LLM_GRID)
 	ln -sf $(CURDIR)/config.yaml $(LLM_GRID)/config.yaml
 	$(LLM_KEY) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake -s $(CURDIR)/Snakefile -d $(LLM_GRID) \
-	  --configfile $(CURDIR)/configs/local_llm.yaml --cores 1
+	  --configfile $(CURDIR)/configs/local_llm.yaml --cores 2
 
 local-llm-stop:
 	benchmarks/local_llm.sh stop
