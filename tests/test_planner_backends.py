@@ -242,9 +242,9 @@ def test_factory_builds_each_backend_with_its_own_key_variable(monkeypatch):
     assert isinstance(claude, AnthropicPlanner) and claude.client.api_key == "sk-ant"
     gpt = make_planner({"name": "openai-responses", "model": "gpt-x", "api_key_env": "MY_KEY", "store": True})
     assert isinstance(gpt, OpenAIResponsesPlanner) and gpt.client.api_key == "sk-mine" and gpt.store
-    with pytest.raises(CellbenchError, match="max_tokens_param"):
-        make_planner({"name": "openai-responses", "model": "gpt-x", "api_key_env": "MY_KEY",
-                      "max_tokens_param": "max_tokens"})
+    for chat_only in ({"max_tokens_param": "max_tokens"}, {"tool_calls": "text"}):
+        with pytest.raises(CellbenchError, match=next(iter(chat_only))):
+            make_planner({"name": "openai-responses", "model": "gpt-x", "api_key_env": "MY_KEY", **chat_only})
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     with pytest.raises(CellbenchError, match="ANTHROPIC_API_KEY"):
         make_planner({"name": "anthropic", "model": "claude-x"})

@@ -35,8 +35,9 @@ from agents.planners.openai_planner import CONFIG_KEYS, OpenAIPlanner, _Malforme
 from agents.planners.translate import Carried, not_json, plain_text, provider_reply
 from agents.records import Usage
 
-#: `planner:` keys of this backend: the chat planner's, less the chat-only token field, plus `store`.
-RESPONSES_CONFIG_KEYS = (CONFIG_KEYS - {"max_tokens_param"}) | {"store"}
+#: `planner:` keys of this backend: the chat planner's, less the chat-only token field and the text
+#: tool-call modes (Responses models call functions natively), plus `store`.
+RESPONSES_CONFIG_KEYS = (CONFIG_KEYS - {"max_tokens_param", "tool_calls", "constrain_calls"}) | {"store"}
 
 
 class OpenAIResponsesPlanner(OpenAIPlanner):
