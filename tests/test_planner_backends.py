@@ -83,11 +83,11 @@ def test_responses_wire_format_reasoning_carried_and_usage():
     assert (u.input_tokens, u.cached_input_tokens, u.cache_write_tokens, u.output_tokens, u.reasoning_tokens) == \
         (12000, 9000, 0, 700, 400)
     assert first.raw_usage["input_tokens_details"]["cached_tokens"] == 9000
-    # Turn 2 carries turn 1's reasoning item (encrypted, no server-side id) before its function call.
+    # Turn 2 carries turn 1's reasoning item (with its id and encrypted content) before its function call.
     kinds = [item.get("type", item.get("role")) for item in body2["input"]]
     assert kinds == ["user", "reasoning", "assistant", "function_call", "function_call_output", "user"]
     reasoning = body2["input"][1]
-    assert reasoning["encrypted_content"].startswith("enc:") and "id" not in reasoning
+    assert reasoning["encrypted_content"].startswith("enc:") and reasoning["id"] == "rs_1_0"
     assert body2["input"][3]["call_id"] == body2["input"][4]["call_id"] == first.tool_calls[0].id
     assert second.tool_calls[0].name == "finish"
     # Hand-worked: 3000 uncached x $10 + 9000 cached x $1 + 700 output x $50, per million.

@@ -12,8 +12,8 @@ this planner translates it into Responses input items on every call:
 Reasoning items the model returned with a reply are put back in front of that
 reply's items on later calls (as the API asks when the client manages the
 context).  With `store: false` (the default: nothing is kept server-side) they
-go back as `encrypted_content`, which the request `include`s whenever
-reasoning is on; item ids are not sent then, since the server has no copy.
+go back whole, with the `encrypted_content` the request `include`s whenever
+reasoning is on (as OpenAI's stateless examples pass `response.output` back).
 
 `reasoning_effort` becomes `reasoning.effort`; temperature / top_p are left out
 when it is set (sampling_for_reasoning).  Usage:
@@ -137,12 +137,10 @@ class OpenAIResponsesPlanner(OpenAIPlanner):
         self._carried.keep(calls, text, reasoning)
         return provider_reply(self, response, text, calls, usage_from_responses, messages, tools)
 
-    def _carry(self, item: Any) -> dict[str, Any]:
-        """A reasoning output item as an input item for the next calls."""
-        carried = item.model_dump(exclude_none=True, exclude={"status"})
-        if not self.store:
-            carried.pop("id", None)  # not stored server-side: only the encrypted content means anything
-        return carried
+    @staticmethod
+    def _carry(item: Any) -> dict[str, Any]:
+        """A reasoning output item as an input item for the next calls (id, summary, encrypted content)."""
+        return item.model_dump(exclude_none=True, exclude={"status"})
 
 
 def usage_from_responses(raw: dict[str, Any]) -> Usage:
