@@ -29,7 +29,7 @@ def _build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--agent", choices=["tool", "code"], required=True)
     s.add_argument("--ablation", default="full")
-    s.add_argument("--planner", default=None, help="scripted | openai (default: from config)")
+    s.add_argument("--planner", default=None, help="scripted | openai | openai-responses | anthropic (default: from config)")
     s.add_argument("--model", default=None)
     s.add_argument("--config", default=None, help="config.yaml for planner, budgets and episode settings")
     s.add_argument("--call-budget", type=int, default=None)
