@@ -121,7 +121,7 @@ def writers(grid: Grid, trace_dir: str) -> set[int]:
 
 
 def test_sigkill_of_snakemake_alone_then_an_immediate_rerun(new_workflow, bin_dir, reference):
-    grid = Grid(new_workflow(), bin_dir, FAKE_PLAY_CALL_S="1")
+    grid = Grid(new_workflow(), bin_dir, FAKE_PLAY_CALL_S="0.5")
     run = grid.start()
     deadline = time.monotonic() + 120
     while not (grid.complete() and grid.partial() and _plays(grid.wf)):
