@@ -1,5 +1,7 @@
 # One job per episode: `cellbench play` writes the episode's trace directory;
-# its episode.json (written last, atomically) marks the episode complete.
+# its episode.json (written last, atomically) marks the episode complete.  It
+# holds the directory's lock meanwhile (agents/trace.py) and stops if this
+# run's main process dies (agents/runwatch.py).
 #
 # The grid comes from config (agents.config.episode_grid): it is irregular, so
 # the targets are listed, not expanded.  Repeat 0 lives in seed{seed}, a later
