@@ -223,11 +223,11 @@ def _x(call: float, longest: int) -> float:
     return _LEFT + (call - 0.5) / max(longest, 1) * (_W - _LEFT - _RIGHT)
 
 
-def svg_plot(series: dict[str, pd.DataFrame], longest: int) -> str:
+def svg_plot(series: dict[str, dict[str, list]], longest: int) -> str:
     """Cumulative input tokens (solid, left axis) and dollars (dashed, right axis) per LLM call, both agents."""
     height, top, bottom = 300, 16, 40
-    tokens_max = max([1] + [float(s["cum_input_tokens"].max()) for s in series.values() if len(s)])
-    dollars_max = max([1e-9] + [float(s["cum_dollars"].max()) for s in series.values() if len(s)])
+    tokens_max = max([1] + [float(max(s["cum_input_tokens"])) for s in series.values() if s["call_index"]])
+    dollars_max = max([1e-9] + [float(max(s["cum_dollars"])) for s in series.values() if s["call_index"]])
     t_ticks, d_ticks = _ticks(tokens_max), _ticks(dollars_max)
     t_top, d_top = t_ticks[-1], d_ticks[-1]
 
@@ -253,7 +253,7 @@ def svg_plot(series: dict[str, pd.DataFrame], longest: int) -> str:
                  f'<text x="{_W - 10}" y="{height / 2}" transform="rotate(90 {_W - 10} {height / 2})" '
                  'text-anchor="middle">dollars so far (dashed)</text>')
     for agent, s in series.items():
-        if s.empty:
+        if not s["call_index"]:
             continue
         xs = [_x(c, longest) for c in s["call_index"]]
         tok = " ".join(f"{a:.1f},{y(v, t_top):.1f}" for a, v in zip(xs, s["cum_input_tokens"]))
@@ -306,11 +306,17 @@ def _compact(v: float) -> str:
     return f"{v:.3g}"
 
 
-def _images_of_call(trace: Path, call_index: int) -> list[str]:
-    folder = trace / "images"
-    if not folder.is_dir():
-        return []
-    return sorted(p.name for p in folder.glob(f"call{call_index:03d}_*"))
+def _images_by_call(trace: Path) -> dict[int, list[str]]:
+    """The trace's image files by the call that returned them (0: the opening images)."""
+    out: dict[int, list[str]] = {}
+    try:
+        names = sorted(os.listdir(trace / "images"))
+    except OSError:
+        return out
+    for name in names:
+        if name.startswith("call") and name[4:7].isdigit():
+            out.setdefault(int(name[4:7]), []).append(name)
+    return out
 
 
 def _thumbs(names: list[str], image_dir: Path, page_dir: Path) -> str:
@@ -331,8 +337,8 @@ def _action_html(trace: Path, call: dict) -> str:
     return f'<pre class="code">{_e(name)}({_e(args)})</pre>'
 
 
-def _call_cell(agent: str, trace: Path, call: dict, prims: list[dict], image_dir: Path, page_dir: Path,
-               dollars: float, cum_tokens: float) -> str:
+def _call_cell(agent: str, trace: Path, call: dict, prims: list[dict], images: list[str], image_dir: Path,
+               page_dir: Path, dollars: float, cum_tokens: float) -> str:
     i = call["call_index"]
     flags = ""
     if call.get("exception"):
@@ -343,7 +349,7 @@ def _call_cell(agent: str, trace: Path, call: dict, prims: list[dict], image_dir
     return (f'<div class="call" id="{agent}-{i}"><div class="label">call {i}{flags}</div>{_action_html(trace, call)}'
             f'<div class="tokens">primitives: {_e(names)}<br>input {call["input_tokens"]:,} '
             f'(cached {call["cached_input_tokens"]:,}) · so far {cum_tokens:,.0f} · ${dollars:.4f}</div>'
-            f'{_thumbs(_images_of_call(trace, i), image_dir, page_dir)}</div>')
+            f'{_thumbs(images, image_dir, page_dir)}</div>')
 
 
 def _ending(agent: str, row, episode_href: str) -> str:
@@ -373,14 +379,29 @@ main { max-width: 1300px; }
 """
 
 
+def _calls_by_dir(calls: pd.DataFrame) -> dict[str, dict[str, list]]:
+    """Each episode's priced calls as plain lists (one pass; pandas per page costs more than the page)."""
+    keys = ("call_index", "dollars", "cum_input_tokens", "cum_dollars")
+    columns = {k: calls[k].tolist() for k in keys}
+    dirs = calls["trace_dir"].tolist()
+    out: dict[str, dict[str, list]] = {}
+    for n, d in enumerate(dirs):
+        entry = out.get(d)
+        if entry is None:
+            entry = out[d] = {k: [] for k in keys}
+        for k in keys:
+            entry[k].append(columns[k][n])
+    return out
+
+
 def write_pair_page(page: Path, row, layout: Layout, data: ReportData, calls_by_dir: dict) -> None:
     page_dir = page.parent
     traces = {a: layout.trace_path(row[f"{a}_trace_dir"]) for a in stats.AGENTS}
     records = {a: _load_jsonl(traces[a] / "calls.jsonl") for a in stats.AGENTS}
     prims = {a: _load_jsonl(traces[a] / "primitives.jsonl") for a in stats.AGENTS}
-    priced = {a: calls_by_dir.get(row[f"{a}_trace_dir"], pd.DataFrame(columns=["call_index", "dollars",
-                                                                              "cum_input_tokens", "cum_dollars"]))
-              for a in stats.AGENTS}
+    empty = {"call_index": [], "dollars": [], "cum_input_tokens": [], "cum_dollars": []}
+    priced = {a: calls_by_dir.get(row[f"{a}_trace_dir"], empty) for a in stats.AGENTS}
+    images = {a: _images_by_call(traces[a]) for a in stats.AGENTS}
     longest = max([1] + [len(records[a]) for a in stats.AGENTS])
     solved = {a: row[f"{a}_calls_at_solve"] for a in stats.AGENTS}
     episode_pages = {a: layout.episode_page(row[f"{a}_trace_dir"]) for a in stats.AGENTS}
@@ -395,12 +416,13 @@ def write_pair_page(page: Path, row, layout: Layout, data: ReportData, calls_by_
 
     def cell(agent: str, indices: list[int]) -> str:
         return "".join(_call_cell(agent, traces[agent], calls[agent][i], by_call[agent].get(i, []),
-                                  image_dirs[agent], page_dir, *money[agent].get(i, (0.0, 0.0)))
+                                  images[agent].get(i, []), image_dirs[agent], page_dir,
+                                  *money[agent].get(i, (0.0, 0.0)))
                        for i in indices if i in calls[agent])
 
     rows = align_calls(prims["tool"], prims["code"], sorted(calls["tool"]), sorted(calls["code"]))
     opening = "".join(f'<td><div class="label">opening images</div>'
-                      f'{_thumbs(_images_of_call(traces[a], 0), image_dirs[a], page_dir)}</td>' for a in stats.AGENTS)
+                      f'{_thumbs(images[a].get(0, []), image_dirs[a], page_dir)}</td>' for a in stats.AGENTS)
     table = [f'<table class="align"><tr><th>{AGENT_LABELS["tool"]}: tool calls</th>'
              f'<th>{AGENT_LABELS["code"]}: the cells that replaced them</th></tr><tr>{opening}</tr>']
     for code_calls, tool_calls in rows:
@@ -600,7 +622,7 @@ def build_site(db_path: str | Path, out_dir: str | Path, price: PriceTable, figu
             print(f"browse: {n}/{len(episodes)} episode pages", file=progress)
     summary.episodes = len(episode_rows)
 
-    calls_by_dir = {d: frame for d, frame in data.calls.groupby("trace_dir", sort=False)}
+    calls_by_dir = _calls_by_dir(data.calls)
     for n, row in enumerate(data.paired.to_dict("records"), 1):
         write_pair_page(layout.pair_page(row), row, layout, data, calls_by_dir)
         if progress is not None and n % 500 == 0:
