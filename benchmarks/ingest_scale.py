@@ -265,11 +265,18 @@ from analysis.cost import choose_price_table, load_config
 from analysis.report import build_tables, load_report_data
 config = load_config(sys.argv[2])
 data = load_report_data(sys.argv[1], choose_price_table(config, None))
-for label, boot in (("with", Bootstrap.from_config(config)), ("one", Bootstrap(resamples=1))):
-    data.bootstrap = boot
-    t = time.perf_counter()
-    build_tables(data)
-    print(label, boot.resamples, time.perf_counter() - t, file=sys.stderr)
+# Interleaved, three times each, medians: on a shared machine wall time swings with the load; CPU time
+# (this process's, BLAS threads included) is what the intervals themselves cost.
+runs = {"with": [], "one": []}
+for _ in range(3):
+    for label, boot in (("with", Bootstrap.from_config(config)), ("one", Bootstrap(resamples=1))):
+        data.bootstrap = boot
+        wall, cpu = time.perf_counter(), time.process_time()
+        build_tables(data)
+        runs[label].append((time.perf_counter() - wall, time.process_time() - cpu, boot.resamples))
+for label, rows in runs.items():
+    wall, cpu, n = (sorted(x)[1] for x in zip(*rows))
+    print(label, n, wall, cpu, file=sys.stderr)
 """
 
 
@@ -350,8 +357,8 @@ def run(base: Path, args) -> None:
                              "--config", str(ROOT / "config.yaml")], ROOT)
     rows.append(("cellbench report", wall, rss))
     _, _, err = measured([sys.executable, "-c", BOOTSTRAP_COST, str(db), str(ROOT / "config.yaml")], ROOT)
-    boot = {label: (int(n), float(t)) for label, n, t in (line.split() for line in err.splitlines()
-                                                           if line.startswith(("with ", "one ")))}
+    boot = {label: (int(n), float(wall), float(cpu)) for label, n, wall, cpu in
+            (line.split() for line in err.splitlines() if line.startswith(("with ", "one ")))}
     # Leave the tree as generated for a rerun with --dir.
     for cell in new:
         shutil.rmtree(trace_dir(results, *cell), ignore_errors=True)
@@ -366,9 +373,10 @@ def run(base: Path, args) -> None:
     print(f"ingest + report: cold {cold + report:.1f} s, incremental (1% re-run + 1% new) {warm + report:.1f} s "
           f"(goal 60 s); per episode, cold: ingest {1000 * cold / len(episodes):.2f} ms"
           + (f", raw scan {1000 * rows[0][1] / len(episodes):.2f} ms" if not args.no_raw_scan else ""))
-    (n_boot, with_boot), (_, one) = boot["with"], boot["one"]
-    print(f"tables in one process: {with_boot:.2f} s with the bootstrap ({n_boot:,} resamples), {one:.2f} s with "
-          f"one resample: the intervals add {with_boot - one:.2f} s")
+    (n_boot, wall_with, cpu_with), (_, wall_one, cpu_one) = boot["with"], boot["one"]
+    print(f"tables in one process (median of 3): with the bootstrap ({n_boot:,} resamples) {wall_with:.2f} s wall, "
+          f"{cpu_with:.2f} s CPU; with one resample {wall_one:.2f} s wall, {cpu_one:.2f} s CPU: the intervals add "
+          f"{cpu_with - cpu_one:.2f} s CPU ({wall_with - wall_one:+.2f} s wall)")
     print(f"load average at the end: {os.getloadavg()[0]:.1f} on {len(os.sched_getaffinity(0))} CPUs")
 
 
