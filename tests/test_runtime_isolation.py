@@ -238,9 +238,13 @@ def test_a_crashed_worker_is_replaced_and_the_model_is_told(hostile):
 
 
 def test_the_next_episode_runs(hostile, tmp_path):
-    planner = CellPlanner(["print(robo.state().gripper_width_m >= 0)"])
-    rec = run_episode(spec(call_budget=3), planner, str(tmp_path))
-    assert rec.status == "gave_up" and planner.replies[0].strip() == "True"
+    # With episode.sandbox off: no kernel layer, but still a worker of its own with robo a proxy.
+    planner = CellPlanner(["print(robo.state().gripper_width_m >= 0)", "robo.backend"])
+    rec = run_episode(spec(call_budget=4, extra={"sandbox": "off"}), planner, str(tmp_path))
+    assert rec.status == "gave_up" and planner.replies[0].strip() == "True", (rec.error, planner.replies)
+    assert "robo has no attribute 'backend'" in planner.replies[1], planner.replies
+    layers = json.loads((tmp_path / "episode.json").read_text())["sandbox"]
+    assert layers["mode"] == "off" and not any(layers[k] for k in LAYERS), layers
     assert validate_trace(tmp_path) == []
     assert not (tmp_path / "work").exists()  # an unused work directory is removed
 
