@@ -103,14 +103,15 @@ def two_comparisons(tmp_path_factory):
 
 
 FIGURE_NAMES = ("fig1_success", "fig3_budget_cutoff", "fig3_budget_cutoff_llm_calls", "fig3_budget_cutoff_dollars",
-                "fig5_decomposition", "fig6_timeline", "fig7_tokens_per_call")
+                "fig5_decomposition", "fig6_timeline", "fig7_tokens_per_call", "fig8_input_sources")
 
 
 def test_figures_per_comparison_and_one_comparison(two_comparisons, capsys):
     d = two_comparisons
     common = ["--db", str(d / "traces.duckdb"), "--config", str(d / "config.yaml")]
     assert main(["figures", "--out", str(d / "figs"), *common]) == 0
-    assert "wrote 28 files" in capsys.readouterr().err
+    # 8 figures x PNG and PDF x 2 comparisons.
+    assert "wrote 32 files" in capsys.readouterr().err
     # The main comparison (full) in --out itself, as before; every other one in a folder of its name.
     assert sorted(p.name for p in (d / "figs").iterdir() if p.is_dir()) == ["no_vla"]
     for folder in (d / "figs", d / "figs" / "no_vla"):
