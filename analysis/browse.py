@@ -581,12 +581,13 @@ def _copy_figures(figures_dir: Path | None, out: Path) -> list[str]:
 
 
 def build_site(db_path: str | Path, out_dir: str | Path, price: PriceTable, figures_dir: str | Path | None = None,
-               progress=sys.stderr) -> SiteSummary:
-    """Write the whole site into `out_dir` (see the module docstring); returns what it wrote."""
+               progress=sys.stderr, bootstrap=None) -> SiteSummary:
+    """Write the whole site into `out_dir` (see the module docstring); returns what it wrote.
+    `bootstrap`: the tables' interval settings (analysis.bootstrap.Bootstrap; None: its defaults)."""
     started = time.perf_counter()
     out = Path(out_dir)
     summary = SiteSummary(out=out)
-    data = load_report_data(db_path, price)
+    data = load_report_data(db_path, price, bootstrap)
     con = open_database(db_path)
     try:
         root = dict(con.execute("SELECT key, value FROM meta").fetchall()).get("results_root")

@@ -75,7 +75,8 @@ def cmd_browse(args: argparse.Namespace) -> int:
     """The static results browser (analysis/browse.py) into --out."""
     from analysis.browse import build_site, print_summary
 
-    print_summary(build_site(args.db, args.out, _price_table(args), figures_dir=args.figures))
+    print_summary(build_site(args.db, args.out, _price_table(args), figures_dir=args.figures,
+                             bootstrap=_bootstrap(args)))
     return 0
 
 
