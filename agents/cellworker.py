@@ -142,9 +142,9 @@ class CellWorker:
         env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", HOME=self.workdir,
                    TMPDIR=self.workdir)
         self.proc = subprocess.Popen(
-            # -I: no cwd on sys.path, no PYTHON* variables: a module a cell left in work/ (numpy.py, agents/)
-            # is never imported by the next worker, which imports before it confines itself.
-            [sys.executable, "-I", "-m", "agents.cellworker", str(child.fileno()), self.workdir, self.mode],
+            # -P: the working directory is not on sys.path, so a module a cell left in work/ (numpy.py,
+            # agents/) is never imported by the next worker, which imports before it confines itself.
+            [sys.executable, "-P", "-m", "agents.cellworker", str(child.fileno()), self.workdir, self.mode],
             pass_fds=(child.fileno(),), cwd=self.workdir, env=env, stdin=subprocess.DEVNULL,
         )
         child.close()
