@@ -245,7 +245,9 @@ def episode_settings_hash(config: Mapping[str, Any], benchmark: str) -> str:
     tasks, seeds or prices reruns none.
     """
     planner = {k: v for k, v in config["planner"].items() if k in _PLANNER_RESULT_KEYS}
-    return _digest({"planner": planner, "episode": config.get("episode", {}),
+    # How the cells are confined is not what the episode does: a new or edited `sandbox` reruns nothing.
+    episode = {k: v for k, v in config.get("episode", {}).items() if k != "sandbox"}
+    return _digest({"planner": planner, "episode": episode,
                     "call_budget": config["benchmarks"][benchmark]["call_budget"]})
 
 

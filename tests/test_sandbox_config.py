@@ -25,3 +25,12 @@ def test_modes_validate(repo, tmp_path, text, mode):
 def test_an_unknown_mode_names_the_key(repo, tmp_path):
     with pytest.raises(CellbenchError, match="episode.sandbox"):
         config_with(repo, tmp_path, "sandbox: strict")
+
+
+def test_the_sandbox_mode_does_not_rerun_finished_episodes(repo, tmp_path):
+    from agents.config import episode_settings_hash
+
+    hashes = {episode_settings_hash(config_with(repo, tmp_path, text), "libero_pro")
+              for text in ("{}", "sandbox: required", "sandbox: 'off'")}
+    assert len(hashes) == 1
+    assert episode_settings_hash(config_with(repo, tmp_path, "wall_clock_s: 60"), "libero_pro") not in hashes
