@@ -228,7 +228,7 @@ class CellWorker:
 
     # -- cells -------------------------------------------------------------
     def run(self, code: str):
-        from agents.cells import CellOutcome, trim
+        from agents.cells import OUTPUT_HEAD, OUTPUT_TAIL, CellOutcome, trim
 
         self.start()
         self.left_api = []
@@ -248,8 +248,10 @@ class CellWorker:
         left = msg.get("left_api")
         if isinstance(left, list):
             self.left_api = [str(x)[:200] for x in left[:MAX_LEFT_API]]
-        return CellOutcome(trim(output if isinstance(output, str) else ""),
-                           exception if isinstance(exception, str) else None, msg.get("finished") is True)
+        output = output if isinstance(output, str) else ""
+        if len(output) > 2 * (OUTPUT_HEAD + OUTPUT_TAIL):  # the worker trims; one that did not is cut here
+            output = trim(output)
+        return CellOutcome(output, exception if isinstance(exception, str) else None, msg.get("finished") is True)
 
     def _restart(self, cause: BaseException):
         from agents.cells import CellOutcome

@@ -50,6 +50,7 @@ def hostile_cells(home_secret: Path, other_trace: Path, trace_dir: Path, port: i
                    f"print({SECRET!r} in repr(dict(os.environ)))",
         "workdir": "import os\nprint(os.getcwd())\n"
                    "open('calls.jsonl', 'w').write('not a trace row')\nopen('episode.json', 'w').write('{}')",
+        "long_output": "print('x' * 10_000)",
         "backend": "robo.backend.success()",
         "private": "robo._motion",
         "guard_off": "robo.guard = None",
@@ -171,6 +172,12 @@ def test_cells_work_inside_the_episode_directory_without_touching_the_trace(host
     assert (out / "work" / "calls.jsonl").read_text() == "not a trace row"
     assert calls["write_outside"]["exception"] == "PermissionError"
     assert json.loads((out / "episode.json").read_text())["n_calls"] == rec.n_calls
+
+
+def test_long_output_is_trimmed_once_with_the_true_count(hostile):
+    _, _, replies, _, _ = hostile
+    text = replies["long_output"]
+    assert text.count("characters trimmed") == 1 and "[6501 characters trimmed]" in text
 
 
 def test_robo_is_a_proxy_with_primitives_only(hostile):
