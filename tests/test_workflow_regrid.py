@@ -34,30 +34,43 @@ def bin_dir(tmp_path_factory) -> Path:
     return make_cellbench_stub(tmp_path_factory.mktemp("bin"), HERE / "fake_play.py")
 
 
-def complete_grid(new_workflow, bin_dir, **env: str) -> Grid:
-    """A complete run of the small grid, up to date as it is.  One per test: the analysis code's
-    digest is a tracked param of ingest, so a grid made earlier may not be up to date in a
-    checkout that is being edited."""
-    grid = Grid(new_workflow(), bin_dir, FAKE_PLAY_CALL_S="0.05", **env)
+@pytest.fixture(scope="module")
+def complete(new_workflow, bin_dir) -> Grid:
+    """One complete run of the small grid; tests work on copies of it."""
+    grid = Grid(new_workflow(), bin_dir, FAKE_PLAY_CALL_S="0.05")
     proc = grid.run()
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert len(grid.complete()) == len(grid.dirs) == 6
-    assert "Nothing to be done" in grid.run("-n").stdout
     return grid
 
 
 @pytest.fixture(scope="module")
-def reference(new_workflow, bin_dir) -> list[tuple]:
+def reference(complete) -> list[tuple]:
     """The database rows of an uninterrupted run."""
-    return complete_grid(new_workflow, bin_dir).episodes()
+    return complete.episodes()
+
+
+def complete_grid(complete: Grid, tmp_path: Path) -> Grid:
+    """A copy of the complete grid (files, times and Snakemake's records), up to date as it is."""
+    wf = tmp_path / "wf"
+    shutil.copytree(complete.wf, wf, symlinks=True)
+    grid = Grid.__new__(Grid)
+    grid.wf, grid.dirs, grid.env = wf, complete.dirs, dict(complete.env)
+    # The analysis code's digest is a tracked param of ingest: in a checkout edited since the
+    # fixture ran, the tables are redrawn here first (never an episode).
+    proc = grid.run()
+    assert proc.returncode == 0 and "episode" not in job_counts(proc.stdout), proc.stdout[-4000:]
+    if "Nothing to be done" not in proc.stdout:
+        assert "Nothing to be done" in grid.run("-n").stdout
+    return grid
 
 
 def mtimes(grid: Grid, *paths: Path) -> dict[Path, int]:
     return {p: (grid.wf / p).stat().st_mtime_ns for p in paths}
 
 
-def test_a_deleted_trace_is_run_again_alone_and_the_tables_refreshed(new_workflow, bin_dir, reference):
-    grid = complete_grid(new_workflow, bin_dir)
+def test_a_deleted_trace_is_run_again_alone_and_the_tables_refreshed(complete, tmp_path, reference):
+    grid = complete_grid(complete, tmp_path)
     table = (grid.wf / TABLE).read_text()
     gone = grid.dirs[3]
     kept = {d: m for d, m in grid.complete().items() if d != gone}
@@ -78,8 +91,8 @@ def test_a_deleted_trace_is_run_again_alone_and_the_tables_refreshed(new_workflo
     assert "Nothing to be done" in grid.run("-n").stdout
 
 
-def test_a_deleted_database_is_rebuilt_without_running_an_episode(new_workflow, bin_dir, reference):
-    grid = complete_grid(new_workflow, bin_dir)
+def test_a_deleted_database_is_rebuilt_without_running_an_episode(complete, tmp_path, reference):
+    grid = complete_grid(complete, tmp_path)
     traces = grid.complete()
     table = mtimes(grid, TABLE)
     (grid.wf / "results" / "traces.duckdb").unlink()
@@ -144,8 +157,8 @@ def test_sigkill_of_snakemake_alone_then_an_immediate_rerun(new_workflow, bin_di
     assert "Nothing to be done" in grid.run("-n").stdout
 
 
-def test_episodes_selected_by_sql_and_the_tables_are_redone_one_command_each(new_workflow, bin_dir, reference):
-    grid = complete_grid(new_workflow, bin_dir)
+def test_episodes_selected_by_sql_and_the_tables_are_redone_one_command_each(complete, tmp_path, reference):
+    grid = complete_grid(complete, tmp_path)
     before = grid.complete()
     select = [str(BIN / "cellbench"), "select", "agent = 'tool' AND seed >= 1"]
     proc = subprocess.run(select, cwd=grid.wf, env=grid.env, capture_output=True, text=True)
