@@ -335,7 +335,12 @@ class RuntimeServer:
         self.robot.guard = self._guard
         # Cells run in a confined worker process of their own, never in this one (agents/cellworker.py);
         # a code agent's worker starts (and confines itself) here, before the first cell and the clock.
-        self.namespace = CellWorker(self.robot, os.getcwd(), spec.get("sandbox", "best_effort"))
+        workdir = os.getcwd()  # the episode's work/ (RuntimeClient starts this child there)
+        if os.path.basename(workdir) != WORK_DIR:  # a server in another process (tests): not its whole tree
+            import tempfile
+
+            workdir = tempfile.mkdtemp(prefix="cellbench-work-")
+        self.namespace = CellWorker(self.robot, workdir, spec.get("sandbox", "best_effort"))
         if spec.get("cell_worker"):
             self.namespace.start()
         by_arms = spec.get("auto_cameras_by_arms", {})
