@@ -47,6 +47,8 @@ RESTARTED = "the Python runtime restarted; your variables are gone"
 RESTART_EXCEPTION = "RuntimeRestarted"
 """The `exception` of a cell whose worker died."""
 MAX_LEFT_API = 20
+MAX_PRINTED = 2**20
+"""Characters of a cell's output the runtime keeps as it goes (shown, trimmed, if its worker dies)."""
 """Attempts to leave the API kept per cell."""
 START_TIMEOUT_S = 120.0
 
@@ -234,16 +236,20 @@ class CellWorker:
         self.left_api = []
         try:
             self._send(("cell", code))
+            printed: list[str] = []  # the cell's output so far, sent before each primitive call
             while True:
                 msg = recv_json(self.sock)
                 if msg["op"] == "call":
                     self._send(self._call(msg.get("name"), msg.get("args")))
+                elif msg["op"] == "out":
+                    if isinstance(msg.get("text"), str) and sum(map(len, printed)) < MAX_PRINTED:
+                        printed.append(msg["text"])
                 elif msg["op"] == "done":
                     break
                 else:
                     raise ProtocolError(f"unexpected {msg['op']!r} during a cell")
         except (EOFError, OSError, ProtocolError) as e:
-            return self._restart(e)
+            return self._restart(e, "".join(printed))
         output, exception = msg.get("output"), msg.get("exception")
         left = msg.get("left_api")
         if isinstance(left, list):
@@ -253,8 +259,9 @@ class CellWorker:
             output = trim(output)
         return CellOutcome(output, exception if isinstance(exception, str) else None, msg.get("finished") is True)
 
-    def _restart(self, cause: BaseException):
-        from agents.cells import CellOutcome
+    def _restart(self, cause: BaseException, printed: str = ""):
+        """A fresh worker; the cell's outcome says so, after what it printed up to its last primitive call."""
+        from agents.cells import CellOutcome, trim
 
         if isinstance(cause, ProtocolError) and self.proc.poll() is None:
             self.proc.kill()  # it broke the protocol: it cannot be trusted to go on
@@ -263,7 +270,8 @@ class CellWorker:
         self.restarts += 1
         print(f"[runtime] cell worker died ({how}; {cause}); starting a fresh one", file=sys.stderr, flush=True)
         self._start()
-        return CellOutcome(f"[runtime] The cell ended: {RESTARTED} (the worker process was {how}).\n"
+        before = trim(printed).rstrip("\n") + "\n" if printed.strip() else ""
+        return CellOutcome(f"{before}[runtime] The cell ended: {RESTARTED} (the worker process was {how}).\n"
                            "Define your variables and helpers again; robo, np and math are there.",
                            RESTART_EXCEPTION, False)
 
@@ -336,9 +344,31 @@ class _Channel:
         return pickle.loads(recv_frame(self.sock))
 
 
+class _Printed:
+    """Sends what the running cell printed since the last send (so it survives the worker's death)."""
+
+    def __init__(self, channel: _Channel):
+        self.channel, self.buffer, self.sent = channel, None, 0
+
+    def send_new(self) -> None:
+        import io
+
+        out = sys.stdout  # the cell's buffer while it runs (agents.cells redirects stdout and stderr)
+        if not isinstance(out, io.StringIO):
+            return
+        if out is not self.buffer:
+            self.buffer, self.sent = out, 0
+        text = out.getvalue()
+        if len(text) > self.sent:
+            self.channel.send({"op": "out", "text": text[self.sent:self.sent + MAX_PRINTED]})
+            self.sent = len(text)
+
+
 def make_proxy(specs, channel: _Channel, noticed: list[str]):
     """The cell's `robo`: one method per primitive, each a round trip to the runtime."""
     import builtins
+
+    printed = _Printed(channel)
 
     names = tuple(name for name, _, _ in specs)
 
@@ -349,6 +379,7 @@ def make_proxy(specs, channel: _Channel, noticed: list[str]):
             except TypeError as e:
                 raise ValueError(f"{name}: {e}") from None
             sent = {k: _plain(v, f"{name}: {k}") for k, v in list(bound.arguments.items())[1:]}
+            printed.send_new()
             channel.send({"op": "call", "name": name, "args": sent})
             reply = channel.receive()
             if reply[0] == "result":

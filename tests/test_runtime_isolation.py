@@ -84,7 +84,7 @@ def hostile_cells(home_secret: Path, other_trace: Path, trace_dir: Path, port: i
         "plant": "import os\nos.makedirs('agents', exist_ok=True)\n"
                  "for name in ('numpy.py', 'json.py', 'agents/__init__.py'):\n"
                  "    open(name, 'w').write(\"open('planted_ran', 'w').write('imported')\\n\")",
-        "segfault": "import ctypes\nctypes.string_at(0)",
+        "segfault": "import ctypes\nprint('before the crash')\nrobo.state()\nctypes.string_at(0)",
         "after_segfault": "print('kept' in dir(), robo.state().gripper_width_m >= 0)",
         "spin": "while True:\n    pass",
         "after_spin": "import numpy as np\nprint('after spin', int(np.arange(4).sum()), robo.locate('plate_1').found)",
@@ -237,6 +237,8 @@ def test_a_crashed_worker_is_replaced_and_the_model_is_told(hostile):
     for name, how in (("segfault", "SIGSEGV"), ("spin", "SIGXCPU")):
         assert calls[name]["exception"] == RESTART_EXCEPTION, replies[name]
         assert RESTARTED in replies[name] and how in replies[name]
+    # What the cell printed up to its last primitive call is kept.
+    assert replies["segfault"].splitlines()[0] == "before the crash"
     # The fresh worker has none of the old variables, and robo works in it.
     assert replies["after_segfault"].strip() == "False True"
     # Modules a cell left in work/ were not imported by the fresh worker before it confined itself.
