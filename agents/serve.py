@@ -1,7 +1,9 @@
-"""`cellbench serve`: an OpenAI-compatible Chat Completions endpoint whose replies are the scripted planner's.
+"""`cellbench serve`: an OpenAI-compatible endpoint (Chat Completions, Responses) answering as the scripted planner.
 
 A dress rehearsal of a paid grid at zero cost: point the `openai` planner at
-it (`OPENAI_BASE_URL=http://HOST:PORT/v1`, any key) and the whole paid path
+it (`OPENAI_BASE_URL=http://HOST:PORT/v1`, any key; `openai-responses` talks
+to its /v1/responses, translated back to the chat conversation the episode
+keeps, as agents/planners/openai_responses_planner.py maps it) and the whole paid path
 runs - the SDK, HTTP, the planner's retries, the traces - with the offline
 planner's decisions, so the results equal the in-process `scripted` planner's
 on the same instances (tests/test_serve.py runs both).  What it adds on
@@ -233,6 +235,97 @@ def error_body(status: int, message: str) -> dict[str, Any]:
                       "code": "rate_limit_exceeded" if status == 429 else None}}
 
 
+def _chat_parts(content: Any) -> Any:
+    if not isinstance(content, list):
+        return content or ""
+    parts = []
+    for p in content:
+        if p.get("type") in ("input_text", "output_text", "text"):
+            parts.append({"type": "text", "text": p.get("text", "")})
+        elif p.get("type") == "input_image":
+            parts.append({"type": "image_url", "image_url": {"url": p.get("image_url", ""),
+                                                              "detail": p.get("detail", "auto")}})
+        else:
+            raise ConversationMismatch(f"content part of type {p.get('type')!r} is not supported")
+    return parts
+
+
+def _plain(content: Any) -> str:
+    parts = _chat_parts(content)
+    return parts if isinstance(parts, str) else "\n".join(p["text"] for p in parts if p["type"] == "text")
+
+
+def chat_from_responses(body: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A Responses request as the chat conversation and tools it was made from (the inverse of
+    OpenAIResponsesPlanner.input_items); reasoning items are dropped, the scripted planner has none."""
+    messages: list[dict[str, Any]] = []
+    if body.get("instructions"):
+        messages.append({"role": "system", "content": body["instructions"]})
+    items = body.get("input") or []
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    turn: dict[str, Any] | None = None  # the assistant message function_call items join
+    for item in items:
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            turn = None
+            if role == "assistant":
+                turn = {"role": "assistant", "content": _plain(item.get("content")) or None}
+                messages.append(turn)
+            elif role in ("system", "developer"):
+                messages.append({"role": "system", "content": _plain(item.get("content"))})
+            elif role == "user":
+                messages.append({"role": "user", "content": _chat_parts(item.get("content"))})
+            else:
+                raise ConversationMismatch(f"input message role {role!r} is not supported")
+        elif kind == "function_call":
+            if turn is None:
+                turn = {"role": "assistant", "content": None}
+                messages.append(turn)
+            turn.setdefault("tool_calls", []).append({"id": item.get("call_id"), "type": "function", "function": {
+                "name": item.get("name"), "arguments": item.get("arguments") or ""}})
+        elif kind == "function_call_output":
+            turn = None
+            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": item.get("output", "")})
+        elif kind != "reasoning":
+            raise ConversationMismatch(f"input item of type {kind!r} is not supported")
+    tools = [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
+                                               "parameters": t.get("parameters") or {}}}
+             for t in body.get("tools") or [] if t.get("type") == "function"]
+    return messages, tools
+
+
+def response_body(reply, model: str) -> dict[str, Any]:
+    """The reply as a Responses API response, its usage the estimator's, marked as estimated."""
+    output: list[dict[str, Any]] = []
+    if reply.text:
+        output.append({"type": "message", "id": f"msg_{uuid.uuid4().hex[:24]}", "role": "assistant",
+                       "status": "completed", "content": [{"type": "output_text", "text": reply.text,
+                                                           "annotations": []}]})
+    for c in reply.tool_calls:
+        output.append({"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:24]}", "call_id": c.id,
+                       "name": c.name, "arguments": c.arguments, "status": "completed"})
+    u = reply.usage
+    return {
+        "id": f"resp_{uuid.uuid4().hex[:24]}", "object": "response", "created_at": int(time.time()),
+        "model": model, "status": "completed", "output": output, "parallel_tool_calls": True,
+        "tool_choice": "auto", "tools": [],
+        "usage": {"input_tokens": u.input_tokens,
+                  "input_tokens_details": {"cached_tokens": u.cached_input_tokens,
+                                           "cache_write_tokens": u.cache_write_tokens},
+                  "output_tokens": u.output_tokens, "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+                  "total_tokens": u.input_tokens + u.output_tokens, "estimated": True},
+    }
+
+
+#: Route -> (request body -> (messages, tools), (reply, model) -> response body).
+API_ROUTES = {
+    "/v1/chat/completions": (lambda body: (body["messages"], body.get("tools") or []), completion_body),
+    "/v1/responses": (chat_from_responses, response_body),
+}
+
+
 class RehearsalServer(ThreadingHTTPServer):
     """The HTTP server: one thread per request, so concurrent episodes wait their latency in parallel."""
 
@@ -282,7 +375,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path.rstrip("/") in ("/health", "/v1/health"):
             self._send(200, {"status": "ok", **self.server.counts})
         else:
-            self._send(404, error_body(404, f"no route {self.path}; this server answers POST /v1/chat/completions"))
+            self._send(404, error_body(404, f"no route {self.path}; this server answers POST {' and '.join(API_ROUTES)}"))
 
     def do_POST(self) -> None:
         started = time.monotonic()
@@ -290,16 +383,26 @@ class _Handler(BaseHTTPRequestHandler):
         server.count("requests")
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
-        if self.path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+        path = self.path.rstrip("/")
+        route = API_ROUTES.get(path if path.startswith("/v1/") else "/v1" + path)
+        if route is None:
             server.count("refused")
-            return self._send(404, error_body(404, f"no route {self.path}; this server answers POST /v1/chat/completions"))
+            return self._send(404, error_body(404, f"no route {self.path}; this server answers POST "
+                                                   f"{' and '.join(API_ROUTES)}"))
+        to_chat, to_body = route
         try:
             body = json.loads(raw)
-            if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
-                raise ValueError("the body must be a JSON object with a 'messages' list")
-        except ValueError as e:
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+            messages, tools = to_chat(body)
+            if not isinstance(messages, list):
+                raise ValueError("'messages' must be a list")
+        except ConversationMismatch as e:
             server.count("refused")
             return self._send(400, error_body(400, f"bad request body: {e}"))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            server.count("refused")
+            return self._send(400, error_body(400, f"bad request body: {type(e).__name__}: {e}"))
         if body.get("stream"):
             server.count("refused")
             return self._send(400, error_body(400, "stream=true is not supported by cellbench serve"))
@@ -312,7 +415,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._log(f"{status} injected")
             return self._send(status, error_body(status, f"injected {status} (cellbench serve --fail-rate)"), headers)
         try:
-            reply = server.endpoint.reply(body["messages"], body.get("tools") or [])
+            reply = server.endpoint.reply(messages, tools)
         except ConversationMismatch as e:
             server.count("refused")
             self._log(f"400 {e}")
@@ -322,9 +425,8 @@ class _Handler(BaseHTTPRequestHandler):
             time.sleep(wait)
         server.count("replies")
         names = ",".join(c.name for c in reply.tool_calls)
-        self._log(f"200 {names} after {time.monotonic() - started:.2f} s ({len(body['messages'])} messages)")
-        self._send(200, completion_body(reply, body.get("model") or server.endpoint.model),
-                   {"x-cellbench-usage": "estimated"})
+        self._log(f"200 {names} after {time.monotonic() - started:.2f} s ({len(messages)} messages)")
+        self._send(200, to_body(reply, body.get("model") or server.endpoint.model), {"x-cellbench-usage": "estimated"})
 
     def _log(self, text: str) -> None:
         if self.server.log is not None:

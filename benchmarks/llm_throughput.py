@@ -10,17 +10,20 @@ job runs), at most C at once, a new one starting as one ends.  Prints, per
 level, measured in this one run:
 * episodes per hour, and the ideal rate for that latency: C / the mean
   latency-bound time of an episode (its LLM calls x L: what it would take if
-  nothing but the endpoint cost time), and their ratio;
+  nothing but the endpoint cost time), and their ratio, over the whole level
+  and after its first wave (whose C episodes start, and build, at once);
 * peak resident memory per episode (agent loop + runtime child, VmHWM, the
   largest seen), and how many episodes ended killed or in error;
 * CPU utilisation: the episodes' and the endpoint's CPU seconds over the
-  level's wall time (in cores), and the machine's load average;
+  level's wall time (in cores), the machine's load average and how much of
+  the time runnable tasks waited for a CPU (other work on the machine included);
 C levels above what memory allows (80 % of MemAvailable / the peak per
 episode measured at the first level) are skipped, and said so.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -67,6 +70,15 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_pressure() -> float | None:
+    """Share of the last 60 s in which some runnable task waited for a CPU (/proc/pressure/cpu), percent."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return float(f.readline().split("avg60=")[1].split()[0])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def mem_available_mib() -> int:
     with open("/proc/meminfo") as f:
         for line in f:
@@ -84,8 +96,10 @@ class Episode:
         cmd = [str(CELLBENCH), "play", "--task", args.task, "--seed", str(args.seed), "--agent", args.agent,
                "--ablation", args.ablation, "--planner", "openai", "--model", "scripted-v1", "--out", str(self.out)]
         self.log = open(out / f"ep{index:03d}.log", "wb")
+        self.spawned = time.time()
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.peak = {"parent": 0, "child": 0}
+        self.exited = None
 
     def poll_memory(self) -> None:
         self.peak["parent"] = max(self.peak["parent"], _hwm_mib(self.proc.pid))
@@ -96,10 +110,19 @@ class Episode:
         self.log.close()
         record = self.out / "episode.json"
         rec = json.loads(record.read_text()) if record.exists() else {}
+        first_call = None
+        calls = self.out / "calls.jsonl"
+        if calls.exists() and calls.read_text().strip():
+            first_call = json.loads(calls.read_text().splitlines()[0])["started_at"]
+        start, end = rec.get("started_at", self.spawned), rec.get("finished_at", self.exited)
         return {"returncode": self.proc.returncode, "status": rec.get("status", "no episode.json"),
                 "success": rec.get("success"), "n_calls": rec.get("n_calls", 0),
                 "wall_time_s": rec.get("wall_time_s"), "peak_mib": self.peak["parent"] + self.peak["child"],
-                "child_peak_mib": self.peak["child"]}
+                "child_peak_mib": self.peak["child"],
+                # Where a process's life went: start-up before the episode's clock, the scene build until
+                # the first LLM call, the episode's calls, and the exit after its record is written.
+                "process_s": self.exited - self.spawned, "startup_s": start - self.spawned,
+                "to_first_call_s": (first_call - start) if first_call else None, "exit_s": self.exited - end}
 
 
 def run_level(args, base_url: str, server_pid: int, concurrency: int, n: int, work: Path) -> dict:
@@ -119,8 +142,10 @@ def run_level(args, base_url: str, server_pid: int, concurrency: int, n: int, wo
         for ep in list(running):
             ep.poll_memory()
             if ep.proc.poll() is not None:
+                ep.exited = time.time()
                 running.remove(ep)
                 done.append(ep.result())
+                done[-1]["done_at"] = time.monotonic() - t0
                 print(f"    episode {len(done)}/{n}: {done[-1]['status']}, {done[-1]['n_calls']} calls, "
                       f"{done[-1]['wall_time_s']} s, peak {done[-1]['peak_mib']} MiB", file=sys.stderr, flush=True)
     wall = time.monotonic() - t0
@@ -130,22 +155,31 @@ def run_level(args, base_url: str, server_pid: int, concurrency: int, n: int, wo
     latency_bound = statistics.mean(d["n_calls"] * args.latency_s for d in done)
     rate = n / wall * 3600
     ideal = concurrency / latency_bound * 3600 if latency_bound else float("nan")
+    # After the first wave: the first C episodes start together (and pay their start-up at once); from
+    # the C-th completion on, the rate is the steady one a long grid runs at.
+    ends = sorted(d["done_at"] for d in done)
+    steady = (n - concurrency) / (ends[-1] - ends[concurrency - 1]) * 3600 if n > concurrency else float("nan")
     bad = [d for d in done if d["returncode"] != 0 or d["status"] in ("error", "wall_clock", "no episode.json")]
     return {
         "concurrency": concurrency, "episodes": n, "wall_s": wall, "episodes_per_hour": rate,
-        "ideal_per_hour": ideal, "ratio": rate / ideal, "mean_calls": statistics.mean(d["n_calls"] for d in done),
+        "ideal_per_hour": ideal, "ratio": rate / ideal, "steady_per_hour": steady, "steady_ratio": steady / ideal, "mean_calls": statistics.mean(d["n_calls"] for d in done),
         "latency_bound_s": latency_bound, "mean_episode_wall_s": statistics.mean(d["wall_time_s"] or 0 for d in done),
+        "mean_process_s": statistics.mean(d["process_s"] for d in done),
+        "mean_startup_s": statistics.mean(d["startup_s"] for d in done),
+        "mean_to_first_call_s": statistics.mean(d["to_first_call_s"] or 0 for d in done),
+        "mean_exit_s": statistics.mean(d["exit_s"] for d in done),
         "peak_mib_max": max(d["peak_mib"] for d in done), "child_peak_mib_max": max(d["child_peak_mib"] for d in done),
         "failed": len(bad), "statuses": sorted({d["status"] for d in done}),
         "success": sum(bool(d["success"]) for d in done),
         "cpu_cores_episodes": episodes_cpu / wall, "cpu_cores_endpoint": server_cpu / wall,
-        "load_avg_end": os.getloadavg()[0],
+        "load_avg_end": os.getloadavg()[0], "cpu_pressure_avg60": cpu_pressure(),
     }
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--latency-s", type=float, default=5.0)
+    p.add_argument("--jitter-s", type=float, default=0.0, help="latency drawn uniformly from latency +- jitter")
     p.add_argument("--concurrency", default="1,2,4,8,12,16")
     p.add_argument("--per-level", type=int, default=2, help="episodes per level = this x concurrency")
     p.add_argument("--task", default="libero_spatial_swap/0")
@@ -154,11 +188,12 @@ def main() -> None:
     p.add_argument("--ablation", default="no_vla")
     p.add_argument("--memory-fraction", type=float, default=0.8, help="of MemAvailable the episodes may take")
     p.add_argument("--json", default=None)
+    p.add_argument("--keep", default=None, help="keep the episodes' traces in this directory")
     args = p.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
     port = _free_port()
     server = subprocess.Popen([str(CELLBENCH), "serve", "--port", str(port), "--latency-s", str(args.latency_s),
-                               "--quiet"], cwd=ROOT, stderr=subprocess.DEVNULL)
+                               "--jitter-s", str(args.jitter_s), "--quiet"], cwd=ROOT, stderr=subprocess.DEVNULL)
     base_url = f"http://127.0.0.1:{port}/v1"
     for _ in range(100):
         try:
@@ -172,7 +207,11 @@ def main() -> None:
     rows = []
     cap = None
     try:
-        with tempfile.TemporaryDirectory(prefix="llm-throughput-") as work:
+        if args.keep:
+            os.makedirs(args.keep, exist_ok=True)
+        scratch = (contextlib.nullcontext(tempfile.mkdtemp(prefix="llm-throughput-", dir=args.keep)) if args.keep
+                   else tempfile.TemporaryDirectory(prefix="llm-throughput-"))
+        with scratch as work:
             for c in levels:
                 if cap is not None and c > cap:
                     print(f"  concurrency {c}: skipped, memory allows {cap} "
@@ -186,16 +225,21 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait()
-    head = (f"{'C':>3} {'eps':>4} {'wall s':>7} {'ep/h':>7} {'ideal/h':>8} {'ratio':>6} {'calls':>6} "
-            f"{'ep wall s':>9} {'peak MiB':>8} {'failed':>6} {'CPU eps':>7} {'CPU srv':>7} {'load':>5}")
+    head = (f"{'C':>3} {'eps':>4} {'wall s':>7} {'ep/h':>7} {'ideal/h':>8} {'ratio':>6} {'steady':>6} {'calls':>6} "
+            f"{'ep wall s':>9} {'peak MiB':>8} {'failed':>6} {'CPU eps':>7} {'CPU srv':>7} {'load':>5} {'CPU wait':>8}")
     print(head)
     for r in rows:
         print(f"{r['concurrency']:>3} {r['episodes']:>4} {r['wall_s']:>7.0f} {r['episodes_per_hour']:>7.1f} "
-              f"{r['ideal_per_hour']:>8.1f} {r['ratio']:>6.2f} {r['mean_calls']:>6.1f} {r['mean_episode_wall_s']:>9.1f} "
+              f"{r['ideal_per_hour']:>8.1f} {r['ratio']:>6.2f} {r['steady_ratio']:>6.2f} {r['mean_calls']:>6.1f} {r['mean_episode_wall_s']:>9.1f} "
               f"{r['peak_mib_max']:>8} {r['failed']:>6} {r['cpu_cores_episodes']:>7.2f} {r['cpu_cores_endpoint']:>7.2f} "
-              f"{r['load_avg_end']:>5.1f}")
-    print("ratio = episodes/hour / ideal; ideal = C / (mean LLM calls x latency); CPU in cores (CPU-s / wall s); "
-          "peak = agent loop + runtime child VmHWM")
+              f"{r['load_avg_end']:>5.1f} {(r['cpu_pressure_avg60'] or 0):>7.0f}%")
+    print("per process, mean s: " + "; ".join(
+        f"C={r['concurrency']}: start-up {r['mean_startup_s']:.1f}, build to first call {r['mean_to_first_call_s']:.1f}, "
+        f"episode {r['mean_episode_wall_s']:.1f}, exit {r['mean_exit_s']:.1f} (process {r['mean_process_s']:.1f})"
+        for r in rows))
+    print("steady = the ratio after the first wave (from the C-th episode's end to the last's); ratio = episodes/hour / ideal; ideal = C / (mean LLM calls x latency); CPU in cores (CPU-s / wall s); "
+          "peak = agent loop + runtime child VmHWM; load and CPU wait (/proc/pressure/cpu some avg60) at the "
+          "level's end: the machine's, other work included")
     if args.json:
         Path(args.json).write_text(json.dumps({"args": vars(args), "levels": rows}, indent=1))
 

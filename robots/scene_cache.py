@@ -112,10 +112,18 @@ def disable_mujoco_asset_cache() -> None:
 
 
 def model_cache_path(xml: str) -> Path:
+    """Keyed by the MuJoCo version, the XML and the size and mtime of every file it names (meshes,
+    textures): an upgraded asset package or an edited mesh gets a compile of its own."""
     import mujoco
 
-    key = hashlib.sha256(f"mujoco {mujoco.__version__}\0".encode() + xml.encode()).hexdigest()
-    return cache_dir() / "models" / f"{key[:32]}.mjb"
+    h = hashlib.sha256(f"mujoco {mujoco.__version__}\0".encode() + xml.encode())
+    for name in sorted(set(re.findall(r'\bfile="([^"]+)"', xml))):
+        try:
+            st = os.stat(name)
+            h.update(f"\0{name}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+        except OSError:  # relative to a meshdir/texturedir: the XML's text still keys it
+            h.update(f"\0{name}\0?".encode())
+    return cache_dir() / "models" / f"{h.hexdigest()[:32]}.mjb"
 
 
 def compiled_model(xml: str, reuse: bool = True):

@@ -22,6 +22,7 @@ import pytest
 from agents.episode import ABLATION_EFFECTS, EpisodeSpec, _opening, run_episode
 from agents.planners.base import PlannerError
 from agents.planners.openai_planner import OpenAIPlanner
+from agents.planners.openai_responses_planner import OpenAIResponsesPlanner
 from agents.planners.scripted import ScriptedPlanner
 from agents.serve import FaultPlan, make_server
 
@@ -40,8 +41,9 @@ def rehearsal(**kw):
         server.server_close()
 
 
-def openai_planner(server, **kw) -> OpenAIPlanner:
-    return OpenAIPlanner(model="scripted-v1", base_url=server.base_url, api_key="sk-rehearsal", **kw)
+def openai_planner(server, api: str = "chat", **kw) -> OpenAIPlanner:
+    cls = OpenAIResponsesPlanner if api == "responses" else OpenAIPlanner
+    return cls(model="scripted-v1", base_url=server.base_url, api_key="sk-rehearsal", **kw)
 
 
 def opening(agent: str, ablation: str = "no_vla"):
@@ -66,17 +68,19 @@ CALL_KEYS = ("call_index", "action_kind", "tool_name", "tool_args", "cell_hash",
 PRIMITIVE_KEYS = ("call_index", "seq", "name", "args", "acting", "ok", "result", "sim_steps")
 
 
-@pytest.mark.parametrize("agent,faults,max_open", [
+@pytest.mark.parametrize("agent,faults,max_open,api", [
     # Tool calling, with a third of the requests answered 429/500/503 first: retries change nothing.
-    pytest.param("tool", FaultPlan(fail_rate=0.3, retry_after_s=0.0, seed=3), 256, marks=pytest.mark.slow),
+    pytest.param("tool", FaultPlan(fail_rate=0.3, retry_after_s=0.0, seed=3), 256, "chat", marks=pytest.mark.slow),
     # Code cells, and no conversation kept: every request is replayed from its start.
-    ("code", FaultPlan(), 0),
+    ("code", FaultPlan(), 0, "chat"),
+    # The Responses API (openai-responses), translated back to the conversation the episode keeps.
+    pytest.param("code", FaultPlan(), 256, "responses", marks=pytest.mark.slow),
 ])
-def test_episode_through_serve_equals_the_in_process_scripted_planner(tmp_path, agent, faults, max_open):
+def test_episode_through_serve_equals_the_in_process_scripted_planner(tmp_path, agent, faults, max_open, api):
     spec = EpisodeSpec(benchmark="libero_pro", task=TASK, seed=0, agent=agent, ablation="no_vla")
     local = run_episode(spec, ScriptedPlanner(), str(tmp_path / "local"))
     with rehearsal(faults=faults, max_open=max_open) as server:
-        planner = openai_planner(server, max_retries=12, backoff_base_s=0.01, backoff_max_s=0.05)
+        planner = openai_planner(server, api, max_retries=12, backoff_base_s=0.01, backoff_max_s=0.05)
         try:
             served = run_episode(spec, planner, str(tmp_path / "served"))
         finally:
@@ -94,7 +98,7 @@ def test_episode_through_serve_equals_the_in_process_scripted_planner(tmp_path, 
     pa, pb = _rows(tmp_path / "local", "primitives.jsonl"), _rows(tmp_path / "served", "primitives.jsonl")
     assert [{k: p[k] for k in PRIMITIVE_KEYS} for p in pa] == [{k: p[k] for k in PRIMITIVE_KEYS} for p in pb]
     # The served trace says where its numbers came from.
-    assert served.planner == "openai" and served.usage_source == "estimated"
+    assert served.planner == planner.name and served.usage_source == "estimated"
     assert all(c["usage_source"] == "estimated" and c["raw_usage"]["estimated"] is True for c in b)
     # Every injected fault was retried, and the trace counts each.
     assert sum(c["retries"] for c in b) == counts["faults"]
@@ -105,12 +109,13 @@ def test_episode_through_serve_equals_the_in_process_scripted_planner(tmp_path, 
         assert replays == served.n_calls - 1  # every request after the first replays the conversation
 
 
-def test_reply_and_estimated_usage_equal_the_in_process_planner():
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_reply_and_estimated_usage_equal_the_in_process_planner(api):
     for agent in ("tool", "code"):
         tools, messages = opening(agent)
         want = ScriptedPlanner().next(messages, tools)
         with rehearsal() as server:
-            planner = openai_planner(server, max_retries=0)
+            planner = openai_planner(server, api, max_retries=0)
             got = planner.next(messages, tools)
             planner.close()
         assert [(c.name, c.arguments) for c in got.tool_calls] == [(c.name, c.arguments) for c in want.tool_calls]

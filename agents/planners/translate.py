@@ -51,7 +51,9 @@ def provider_reply(planner, response: Any, text: str, calls: list[ToolCall], usa
         return PlannerReply(text=text, tool_calls=calls, usage=usage, usage_source="estimated", raw_usage=raw)
     # exclude_unset: the fields the server sent (extra ones included), not the SDK's defaults.
     raw = response.usage.model_dump(exclude_unset=True)
-    return PlannerReply(text=text, tool_calls=calls, usage=usage_of(raw), usage_source="provider", raw_usage=raw)
+    # A rehearsal endpoint (`cellbench serve`) sends the estimator's numbers marked "estimated".
+    source = "estimated" if raw.get("estimated") is True else "provider"
+    return PlannerReply(text=text, tool_calls=calls, usage=usage_of(raw), usage_source=source, raw_usage=raw)
 
 
 def not_json(response: Any) -> None:
