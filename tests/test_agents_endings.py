@@ -65,6 +65,8 @@ def test_call_budget(tmp_path):
     assert rec.n_calls == 3 and planner.n == 3
     assert [c["tool_name"] for c in rows(tmp_path, "calls.jsonl")] == ["state"] * 3
     assert rec.input_tokens == 100 + 200 + 300  # totals are the sum of the calls
+    # Tool calling runs no cell worker: no sandbox record, no restarts.
+    assert rec.sandbox is None and rec.cell_worker_restarts == 0
     assert validate_trace(tmp_path) == []
 
 
