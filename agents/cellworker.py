@@ -183,6 +183,10 @@ class CellWorker:
         import resource
 
         limits = dict(self.base_limits)
+        if not (self.sandbox or {}).get("user_namespace"):
+            # RLIMIT_NPROC counts the user's processes in the worker's user namespace: without one of its
+            # own, that is every process of the user on the machine. (seccomp refuses new processes anyway.)
+            limits.pop("RLIMIT_NPROC")
         if self.cpu_s is not None and self.cpu_s != float("inf"):
             limits["RLIMIT_CPU"] = math.ceil(_cpu_seconds(self.proc.pid) + self.cpu_s)
         if self.cell_memory:
