@@ -55,6 +55,11 @@ distclean: clean
 # the weights (1.1 GB) land in the git-ignored .cache/local_llm.
 LLM_GRID ?= .cache/local_llm/grid
 LLM_KEY = OPENAI_API_KEY=$${OPENAI_API_KEY:-local}
+# LLM_MODEL=0.5b: the smaller model, configs/local_llm_0.5b.yaml over the grid, 4 episodes at once.
+export LLM_MODEL ?= 1.5b
+LLM_CONFIGS = $(CURDIR)/configs/local_llm.yaml $(if $(filter 0.5b,$(LLM_MODEL)),$(CURDIR)/configs/local_llm_0.5b.yaml)
+LLM_CORES ?= $(if $(filter 0.5b,$(LLM_MODEL)),4,2)
+export LLM_SLOTS ?= $(LLM_CORES)
 
 local-llm: setup
 	benchmarks/local_llm.sh build
@@ -66,7 +71,7 @@ local-llm-grid: local-llm
 	mkdir -p $(LLM_GRID)
 	ln -sf $(CURDIR)/config.yaml $(LLM_GRID)/config.yaml
 	$(LLM_KEY) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/snakemake -s $(CURDIR)/Snakefile -d $(LLM_GRID) \
-	  --configfile $(CURDIR)/configs/local_llm.yaml --cores 2
+	  --configfile $(LLM_CONFIGS) --cores $(LLM_CORES)
 
 local-llm-stop:
 	benchmarks/local_llm.sh stop

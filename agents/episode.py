@@ -212,6 +212,11 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
         runtime.start_clock(spec.wall_clock_s)
         tools, messages = _opening(spec, card, caps, effects, init["images"], image_refs, trace)
         for call_index in range(1, spec.call_budget + 1):
+            if time.monotonic() >= runtime.deadline:
+                # A reply that ran nothing (no call, finish refused, bad arguments) never asks the runtime,
+                # whose requests are where the clock is otherwise read: without this a slow model that
+                # writes no call would go on past its wall clock until the call budget.
+                raise RuntimeTimeout("wall clock exhausted")
             images_in, withheld_in = _count_images(messages), _count_withheld(messages)
             sources = input_sources(messages, tools)  # the prompt as sent, before the reply joins it
             t_call = time.time()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,22 @@ def test_both_agents_get_the_same_notes_and_answers(episodes):
 
     assert framing("code")[0].replace(", or a fenced ```python block as the code of python", "") == framing("tool")[0]
     assert framing("tool")[1] == "Result of locate" and framing("code")[1] == "Result of python"
+
+
+@pytest.mark.parametrize("agent", ["tool", "code"])
+def test_wall_clock_ends_an_episode_whose_replies_run_nothing(agent, tmp_path):
+    """A slow model that writes no call never reaches the runtime, where the clock is read: it still ends."""
+    def slow(body):
+        time.sleep(1.0)
+        return text_reply("Let me think about it.")
+
+    with serve(slow) as server:
+        planner = _planner(server)
+        spec = EpisodeSpec(benchmark="libero_pro", task="libero_spatial_swap/0", seed=0, agent=agent,
+                           ablation="no_vla", call_budget=50, wall_clock_s=3)
+        try:
+            rec = run_episode(spec, planner, str(tmp_path))
+        finally:
+            planner.close()
+    # Without the check at each call it would run all 50 calls (~50 s) and end on the call budget.
+    assert rec.status == "wall_clock" and 1 <= rec.n_calls < 10, (rec.status, rec.n_calls)
