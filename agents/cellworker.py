@@ -106,11 +106,11 @@ class CellWorker:
                  file_size: int = 4 * 2**30, max_processes: int = 64):
         import inspect
 
-        self.robot = robot
-        self.workdir = os.path.realpath(workdir)
         from agents.errors import CellbenchError
         from agents.sandbox import MODES
 
+        self.robot = robot
+        self.workdir = os.path.realpath(workdir)
         self.mode = "off" if mode is False else mode  # YAML's unquoted `off`
         if self.mode not in MODES:
             raise CellbenchError(f"episode.sandbox: {mode!r} is not one of {', '.join(MODES)}")
