@@ -139,3 +139,13 @@ def test_figures_without_traces_says_what_to_run(workflow_copy, snakemake):
     proc = snakemake(workflow_copy, "-n", "figures")
     assert proc.returncode != 0
     assert "no traces under results/episodes" in proc.stdout and "run `snakemake`" in proc.stdout
+
+
+def test_figures_also_writes_the_results_browser(default_dry_run):
+    """`snakemake figures` draws the site from the same database and shows the figures it just drew."""
+    _, out = default_dry_run
+    [line] = [l for l in out.splitlines() if "cellbench browse" in l]
+    words = shlex.split(line[line.index("cellbench browse"):].split(")")[0])
+    args = _build_parser().parse_args(words[1:])
+    assert (args.command, args.db, args.out, args.figures) == ("browse", "results/traces.duckdb", "results/site",
+                                                               "figures")
