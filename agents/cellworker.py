@@ -368,6 +368,13 @@ class _Printed:
             self.sent = len(text)
 
 
+def _named_error(kind: str) -> type:
+    """A RuntimeError subclass with the simulator-side exception's name: the cell's traceback and the call's
+    recorded exception name the same type as the tool agent's error text (e.g. PolicyServerUnavailable)."""
+    safe = kind if kind.isidentifier() else "RuntimeError"
+    return type(safe, (RuntimeError,), {"__module__": "builtins"})
+
+
 def make_proxy(specs, channel: _Channel, noticed: list[str]):
     """The cell's `robo`: one method per primitive, each a round trip to the runtime."""
     import builtins
@@ -394,7 +401,7 @@ def make_proxy(specs, channel: _Channel, noticed: list[str]):
             exc = getattr(builtins, kind, None)
             if isinstance(exc, type) and issubclass(exc, Exception):
                 raise exc(message)
-            raise RuntimeError(f"{kind}: {message}")
+            raise _named_error(kind)(message)
 
         call.__name__ = call.__qualname__ = name
         call.__doc__ = doc
