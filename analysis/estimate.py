@@ -66,10 +66,14 @@ def pilot_episodes(results: str | Path, tables: list[TableSource]) -> pd.DataFra
         SELECT parse_dirpath(filename) AS trace_dir, *
         FROM read_json(?, columns = {_EPISODE_COLUMNS}, filename = true)
         WHERE status <> 'planner_error'""", [f"{root}/**/episode.json"])
-    con.execute(f"""CREATE TABLE calls AS
-        SELECT parse_dirpath(filename) AS trace_dir, * EXCLUDE (filename)
-        FROM read_json(?, columns = {_CALL_COLUMNS}, format = 'newline_delimited', filename = true)
-        WHERE parse_dirpath(filename) IN (SELECT trace_dir FROM episodes)""", [f"{root}/**/calls.jsonl"])
+    if next(results.rglob("calls.jsonl"), None) is None:  # episodes without a call (read_json refuses no files)
+        columns = ", ".join(f"{name} {kind}" for name, kind in _CALL_COLUMNS.items())
+        con.execute(f"CREATE TABLE calls (trace_dir VARCHAR, {columns})")
+    else:
+        con.execute(f"""CREATE TABLE calls AS
+            SELECT parse_dirpath(filename) AS trace_dir, * EXCLUDE (filename)
+            FROM read_json(?, columns = {_CALL_COLUMNS}, format = 'newline_delimited', filename = true)
+            WHERE parse_dirpath(filename) IN (SELECT trace_dir FROM episodes)""", [f"{root}/**/calls.jsonl"])
     frame = con.execute("""
         SELECT e.trace_dir, e.benchmark, e.agent, e.ablation, e.task, e.seed, e.planner, e.model, e.call_budget,
                count(c.call_index) AS calls, coalesce(sum(c.input_tokens), 0) AS input_tokens,
