@@ -20,7 +20,8 @@ What the parser accepts, in order of preference:
   1. fenced blocks (```json, ```tool_call, or unlabelled) and <tool_call>
      tags holding {"name": ..., "arguments": {...}} (also "parameters", an
      OpenAI-style {"function": {...}} wrapper, and arguments given as a
-     JSON string);
+     JSON string); there any name is a call, so a tool that does not exist
+     is answered "unknown tool", as a native call to it is;
   2. the same object bare in the text;
   3. when no JSON call was found and `python` is a tool: each ```python block
      (the CodeAct convention), as the `code` of a `python` call.
@@ -75,17 +76,17 @@ def parse_calls(text: str, tool_names: Iterable[str] | None = None) -> list[Text
         lang, body = m.group(1).lower(), m.group(2)
         covered.append(m.span())
         if lang in _PYTHON_LANGS:
-            found = _objects_in(body, m.start(2), known)
+            found = _objects_in(body, m.start(2), known, fenced=True)
             if found:
                 calls.extend(found)  # a model that labels its JSON call "python"
             elif body.strip():
                 python_blocks.append(TextCall("python", json.dumps({"code": body.strip("\n")}), m.start()))
         elif lang in _JSON_LANGS or _NAME.search(body):
-            calls.extend(_objects_in(body, m.start(2), known))
+            calls.extend(_objects_in(body, m.start(2), known, fenced=True))
     for m in _TAG.finditer(text):
         if not _inside(m.start(), covered):
             covered.append(m.span())
-            calls.extend(_objects_in(m.group(1), m.start(1), known))
+            calls.extend(_objects_in(m.group(1), m.start(1), known, fenced=True))
     if not calls:
         calls = [c for c in _objects_in(text, 0, known) if not _inside(c.start, covered)]
     if not calls and python_blocks and known("python"):
@@ -97,8 +98,13 @@ def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
     return any(a <= pos < b for a, b in spans)
 
 
-def _objects_in(chunk: str, offset: int, known) -> list[TextCall]:
-    """The calls among the JSON-ish objects that start in `chunk` (outermost ones only)."""
+def _objects_in(chunk: str, offset: int, known, fenced: bool = False) -> list[TextCall]:
+    """The calls among the JSON-ish objects that start in `chunk` (outermost ones only).
+
+    In a fenced block or tag, {"name": ..., "arguments": {...}} is a call whatever the name, so a
+    tool that does not exist is answered "unknown tool" as a native call to it is; bare in prose,
+    only a known name makes a call.
+    """
     calls: list[TextCall] = []
     pos = 0
     while True:
@@ -108,14 +114,14 @@ def _objects_in(chunk: str, offset: int, known) -> list[TextCall]:
         end = _matching_brace(chunk, start)
         candidate = chunk[start:end]
         obj = _load(candidate)
-        call = _as_call(obj, known) if obj is not None else None
+        call = _as_call(obj, known, fenced) if obj is not None else None
         if call is not None:
             calls.append(TextCall(call[0], call[1], offset + start))
             pos = end
             continue
         if obj is None:
             named = _NAME.search(candidate)
-            if named and known(named.group(1)) and _looks_like_call(candidate):
+            if named and (known(named.group(1)) or fenced) and _looks_like_call(candidate):
                 # Names a tool but does not parse: hand the raw text on, to be answered as malformed.
                 calls.append(TextCall(named.group(1), candidate.strip(), offset + start))
                 pos = end
@@ -175,13 +181,13 @@ def _load(candidate: str) -> Any:
         return None
 
 
-def _as_call(obj: Any, known) -> tuple[str, str] | None:
+def _as_call(obj: Any, known, any_name: bool = False) -> tuple[str, str] | None:
     if not isinstance(obj, dict):
         return None
     if isinstance(obj.get("function"), dict):  # {"type": "function", "function": {"name", "arguments"}}
         obj = obj["function"]
     name = obj.get("name")
-    if not isinstance(name, str) or not known(name):
+    if not isinstance(name, str) or not (known(name) or (any_name and "arguments" in obj)):
         return None
     args = next((obj[k] for k in ("arguments", "parameters", "args") if k in obj), {})
     if isinstance(args, str):  # OpenAI's wire form: the arguments as a JSON string
