@@ -28,11 +28,12 @@ from typing import Any
 
 from agents.cellworker import RESTART_EXCEPTION
 from agents.errors import CellbenchError
+from agents.feedback import unknown_tool
 from agents.planners.base import ContextOverflow, PlannerError, PlannerReply, RequestRejected
 from agents.prompts import load_prompts
 from agents.records import CallRecord, EpisodeRecord, PrimitiveRecord, Usage
 from agents.runtime import ActionResult, RuntimeClient, RuntimeDied, RuntimeLimits, RuntimeTimeout
-from agents.textcalls import no_call_message
+from agents.textcalls import no_call_message, tool_names
 from agents.trace import TraceWriter, data_url, image_key
 from agents.usage import input_sources
 
@@ -439,7 +440,12 @@ def _act(spec, reply, messages, runtime, trace, call_index, image_refs, tools):
         rec.tool_args = args
         text = ""
     if args is not None:
-        if call.name == "finish":
+        if call.name not in tool_names(tools):
+            # Checked here for both agents against the list each was given, not by the robot: a tool agent
+            # in `full` must not reach `show` (a primitive it is not offered) or learn of it from an error.
+            rec.action_kind, rec.exception = "malformed", "UnknownTool"
+            text = unknown_tool(call.name, tool_names(tools))
+        elif call.name == "finish":
             rec.action_kind = "finish"
             text = "Episode finished."
         elif spec.agent == "code" and call.name == "python":
@@ -460,7 +466,7 @@ def _act(spec, reply, messages, runtime, trace, call_index, image_refs, tools):
             text = result.text
         else:
             rec.action_kind, rec.exception = "malformed", "UnknownTool"
-            text = f"Error: unknown tool {call.name!r}."
+            text = unknown_tool(call.name, tool_names(tools))
     if result is not None:
         rec.exception = rec.exception or result.exception
         rec.n_primitives = len(result.primitives)

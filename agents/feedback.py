@@ -44,6 +44,12 @@ def parse_success_line(text: str | None) -> bool | None:
     return None
 
 
+def unknown_tool(name: str, tools: list[str]) -> str:
+    """The result of a call to a tool the interface's tool list lacks, the same for both agents (the list is
+    the one the planner was given: a primitive the robot has but this interface does not offer is unknown too)."""
+    return f"Error: unknown tool {name!r}; the tools are: {', '.join(tools)}."
+
+
 def error_text(exc: BaseException) -> str:
     """A tool call's result when its primitive raised: the exception's type and message, as a traceback ends."""
     message = str(exc)

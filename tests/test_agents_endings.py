@@ -83,7 +83,7 @@ def test_malformed_calls_are_answered_counted_and_the_episode_goes_on(tmp_path):
     assert rec.status == "gave_up" and not rec.success and rec.n_calls == 6
     calls = rows(tmp_path, "calls.jsonl")
     assert [c["action_kind"] for c in calls] == ["malformed"] * 4 + ["tool", "finish"]
-    assert calls[0]["exception"] == "ValueError" and calls[1]["exception"] == "JSONDecodeError"
+    assert calls[0]["exception"] == "UnknownTool" and calls[1]["exception"] == "JSONDecodeError"
     assert calls[2]["exception"] == "ValueError" and calls[3]["exception"] == "UnknownTool"
     assert calls[1]["tool_args"] is None and calls[2]["tool_args"] == {"xyz": "up"}
     # Each error reached the planner as the reply to its tool call, and the next call went ahead.
