@@ -51,9 +51,14 @@ def unknown_tool(name: str, tools: list[str]) -> str:
 
 
 def error_text(exc: BaseException) -> str:
-    """A tool call's result when its primitive raised: the exception's type and message, as a traceback ends."""
+    """A tool call's result when its primitive raised: the exception's type and message, as a traceback ends.
+
+    Trimmed as a cell's output is (`agents.cells.trim`), so a long message costs the tool agent no more
+    than the same traceback costs the code agent."""
+    from agents.cells import trim
+
     message = str(exc)
-    return f"Error: {type(exc).__name__}: {message}" if message else f"Error: {type(exc).__name__}"
+    return trim(f"Error: {type(exc).__name__}: {message}" if message else f"Error: {type(exc).__name__}")
 
 
 def tool_result(payload: Any, *, acted: bool, success: bool, state: Any = None, refused: bool = False) -> str:

@@ -47,3 +47,28 @@ def test_a_tool_outside_the_agents_list_is_unknown_in_the_same_words_and_never_r
     assert answer == unknown_tool(name, tool_names(tools))
     # The answer names only the tools this agent was given (not `show` where it is not offered).
     assert "show" not in answer.split("the tools are:")[1]
+
+
+class _Failing:
+    """A robot whose primitive raises a long message (a backend that dumps its state into its error)."""
+
+    MESSAGE = "backend state: " + "x" * 20000
+
+    def move_to(self, xyz):
+        raise RuntimeError(self.MESSAGE)
+
+
+def test_a_long_primitive_error_is_trimmed_alike_as_a_tool_result_and_in_a_cell():
+    from agents.cells import OUTPUT_HEAD, OUTPUT_TAIL, CellNamespace
+    from agents.feedback import error_text
+
+    try:
+        _Failing().move_to([0, 0, 1])
+    except RuntimeError as e:
+        tool = error_text(e)
+    cell = CellNamespace(_Failing()).run("robo.move_to([0, 0, 1])")
+    assert cell.exception == "RuntimeError"
+    bound = OUTPUT_HEAD + OUTPUT_TAIL + 60  # the kept head and tail, and the note saying how much went
+    assert len(cell.output) <= bound and len(tool) <= bound, (len(cell.output), len(tool))
+    assert "characters trimmed]" in tool and "characters trimmed]" in cell.output
+    assert tool.startswith("Error: RuntimeError: backend state: xxx")
