@@ -14,6 +14,9 @@ level, measured in this one run:
   and after its first wave (whose C episodes start, and build, at once);
 * peak resident memory per episode (agent loop + runtime child, VmHWM, the
   largest seen), and how many episodes ended killed or in error;
+* where each `cellbench play` process's life went (start-up, scene build to
+  the first LLM call, the episode, exit), and how long it and its runtime
+  child ran on a CPU and waited for one (/proc/<pid>/schedstat, sampled);
 * CPU utilisation: the episodes' and the endpoint's CPU seconds over the
   level's wall time (in cores), the machine's load average and how much of
   the time runnable tasks waited for a CPU (other work on the machine included);
@@ -64,6 +67,16 @@ def _children(pid: int) -> list[int]:
         return []
 
 
+def _schedstat(pid: int) -> tuple[float, float] | None:
+    """(seconds on a CPU, seconds runnable but waiting for one) of a process so far (/proc/<pid>/schedstat)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            on_cpu, waited = f.read().split()[:2]
+        return int(on_cpu) / 1e9, int(waited) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
 def _cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
@@ -100,11 +113,17 @@ class Episode:
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         self.peak = {"parent": 0, "child": 0}
         self.exited = None
+        self.sched: dict[int, tuple[float, float]] = {}
 
-    def poll_memory(self) -> None:
+    def poll(self) -> None:
+        """Peak memory so far, and the CPU and run-queue wait of the process and its runtime child."""
         self.peak["parent"] = max(self.peak["parent"], _hwm_mib(self.proc.pid))
-        for c in _children(self.proc.pid):
-            self.peak["child"] = max(self.peak["child"], _hwm_mib(c))
+        for pid in [self.proc.pid, *_children(self.proc.pid)]:
+            if pid != self.proc.pid:
+                self.peak["child"] = max(self.peak["child"], _hwm_mib(pid))
+            sched = _schedstat(pid)
+            if sched is not None:
+                self.sched[pid] = sched
 
     def result(self) -> dict:
         self.log.close()
@@ -121,6 +140,8 @@ class Episode:
                 "child_peak_mib": self.peak["child"],
                 # Where a process's life went: start-up before the episode's clock, the scene build until
                 # the first LLM call, the episode's calls, and the exit after its record is written.
+                "on_cpu_s": sum(s[0] for s in self.sched.values()),
+                "cpu_wait_s": sum(s[1] for s in self.sched.values()),
                 "process_s": self.exited - self.spawned, "startup_s": start - self.spawned,
                 "to_first_call_s": (first_call - start) if first_call else None, "exit_s": self.exited - end}
 
@@ -140,7 +161,7 @@ def run_level(args, base_url: str, server_pid: int, concurrency: int, n: int, wo
             started += 1
         time.sleep(0.25)
         for ep in list(running):
-            ep.poll_memory()
+            ep.poll()
             if ep.proc.poll() is not None:
                 ep.exited = time.time()
                 running.remove(ep)
@@ -168,6 +189,8 @@ def run_level(args, base_url: str, server_pid: int, concurrency: int, n: int, wo
         "mean_startup_s": statistics.mean(d["startup_s"] for d in done),
         "mean_to_first_call_s": statistics.mean(d["to_first_call_s"] or 0 for d in done),
         "mean_exit_s": statistics.mean(d["exit_s"] for d in done),
+        "mean_on_cpu_s": statistics.mean(d["on_cpu_s"] for d in done),
+        "mean_cpu_wait_s": statistics.mean(d["cpu_wait_s"] for d in done),
         "peak_mib_max": max(d["peak_mib"] for d in done), "child_peak_mib_max": max(d["child_peak_mib"] for d in done),
         "failed": len(bad), "statuses": sorted({d["status"] for d in done}),
         "success": sum(bool(d["success"]) for d in done),
@@ -235,7 +258,8 @@ def main() -> None:
               f"{r['load_avg_end']:>5.1f} {(r['cpu_pressure_avg60'] or 0):>7.0f}%")
     print("per process, mean s: " + "; ".join(
         f"C={r['concurrency']}: start-up {r['mean_startup_s']:.1f}, build to first call {r['mean_to_first_call_s']:.1f}, "
-        f"episode {r['mean_episode_wall_s']:.1f}, exit {r['mean_exit_s']:.1f} (process {r['mean_process_s']:.1f})"
+        f"episode {r['mean_episode_wall_s']:.1f}, exit {r['mean_exit_s']:.1f} (process {r['mean_process_s']:.1f}; "
+        f"on a CPU {r['mean_on_cpu_s']:.1f}, runnable but waiting for one {r['mean_cpu_wait_s']:.1f})"
         for r in rows))
     print("steady = the ratio after the first wave (from the C-th episode's end to the last's); ratio = episodes/hour / ideal; ideal = C / (mean LLM calls x latency); CPU in cores (CPU-s / wall s); "
           "peak = agent loop + runtime child VmHWM; load and CPU wait (/proc/pressure/cpu some avg60) at the "
