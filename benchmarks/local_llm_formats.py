@@ -61,12 +61,18 @@ def main() -> int:
     ap.add_argument("--model", default="local-1.5b")
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of {', '.join(MODES)}")
     args = ap.parse_args()
+    modes = args.modes.split(",")
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        ap.error(f"unknown mode(s) {', '.join(unknown)}; known: {', '.join(MODES)}")
     kept = []
     print(f"{'agent':6} {'mode':17} {'native':>6} {'text':>5} {'out_tok':>7} {'s':>6}  first call")
     for trace in args.traces:
         agent, messages, tools = opening(trace)
-        for mode, options in MODES.items():
+        for mode in modes:
+            options = MODES[mode]
             planner = OpenAIPlanner(args.model, base_url=args.base_url, api_key=os.environ.get("OPENAI_API_KEY", "local"),
                                     temperature=0.2, max_output_tokens=args.max_tokens, max_tokens_param="max_tokens",
                                     max_retries=1, **options)
