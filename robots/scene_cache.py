@@ -86,7 +86,10 @@ def downscaled(path: str, max_size: int) -> str:
         if out.exists():
             return str(out)
         small = im.convert("RGBA" if "A" in im.getbands() or im.mode == "P" else "RGB").reduce(factor)
-    _atomic_write(out, lambda tmp: small.save(tmp, format="PNG"))
+    try:
+        _atomic_write(out, lambda tmp: small.save(tmp, format="PNG"))
+    except OSError:  # no writable cache (a read-only home on a node): the full-size texture, more memory
+        return path
     return str(out)
 
 
