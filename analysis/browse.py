@@ -611,6 +611,9 @@ def build_site(db_path: str | Path, out_dir: str | Path, price: PriceTable, figu
     version_file = out / "data" / "pages.version"
     version = pages_version()
     redraw = not version_file.exists() or version_file.read_text().strip() != version
+    order = {c: k for k, c in enumerate(stats.comparison_order(data.paired["comparison"].unique()))}
+    for links in pair_links.values():  # the pairs of one episode in the ablations' order
+        links.sort(key=lambda link: order.get(link[0][len("pair ("):-1], len(order)))
     episode_rows = []
     for n, row in enumerate(episodes.to_dict("records"), 1):
         page = layout.episode_page(row["trace_dir"])
