@@ -27,6 +27,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agents.cellworker import RESTART_EXCEPTION
+from agents import compaction
+from agents.dollar_budget import DollarBudget
 from agents.errors import CellbenchError
 from agents.feedback import unknown_tool
 from agents.planners.base import ContextOverflow, PlannerError, PlannerReply, RequestRejected
@@ -55,7 +57,7 @@ def auto_cameras(n_arms: int, n_images: int) -> tuple[str, ...]:
     return (TWO_ARM_AUTO_CAMERAS if n_arms > 1 else AUTO_CAMERAS)[:n_images]
 INIT_TIMEOUT_S = 600.0
 #: Endings that become `solved` when the benchmark's check holds at the end (see the module docstring).
-SOLVABLE_ENDINGS = ("solved", "gave_up", "call_budget", "wall_clock", "context_overflow")
+SOLVABLE_ENDINGS = ("solved", "gave_up", "call_budget", "dollar_budget", "wall_clock", "context_overflow")
 
 FINISH_TOOL = {
     "type": "function",
@@ -115,6 +117,12 @@ class EpisodeSpec:
     """Images reach the planner; False (the planner's `vision: false`): each is a text note, `withheld_note`."""
     tool_calls: str = "native"
     """How the planner's calls are written (its `tool_calls`), so a reply without one is told how to write it."""
+    compact_at_tokens: int | None = None
+    """A call whose prompt plus reply reaches this makes the next call a compaction (agents/compaction.py)."""
+    max_dollars: float | None = None
+    """End as dollar_budget before the next call would take the cost under `price` past this (agents/dollar_budget.py)."""
+    price: Any = None
+    """The price table (analysis.cost.PriceTable) max_dollars counts in."""
 
 
 #: How a withheld image's note begins (the trace counts them by it).
@@ -212,17 +220,23 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
         # The episode's wall clock starts once the scene is built (env construction is not the agent's time).
         runtime.start_clock(spec.wall_clock_s)
         tools, messages = _opening(spec, card, caps, effects, init["images"], image_refs, trace)
+        budget = DollarBudget(spec.max_dollars, spec.price) if spec.max_dollars is not None else None
         for call_index in range(1, spec.call_budget + 1):
             if time.monotonic() >= runtime.deadline:
                 # A reply that ran nothing (no call, finish refused, bad arguments) never asks the runtime,
                 # whose requests are where the clock is otherwise read: without this a slow model that
                 # writes no call would go on past its wall clock until the call budget.
                 raise RuntimeTimeout("wall clock exhausted")
+            if budget is not None and budget.next_would_pass():
+                status, error = "dollar_budget", budget.reason()
+                break
+            compacting = compaction.due(spec.compact_at_tokens, calls, messages)
             images_in, withheld_in = _count_images(messages), _count_withheld(messages)
             sources = input_sources(messages, tools)  # the prompt as sent, before the reply joins it
             t_call = time.time()
             try:
-                reply: PlannerReply = planner.next(messages, tools)
+                reply: PlannerReply = (compaction.ask(planner, messages, tools) if compacting
+                                       else planner.next(messages, tools))
             except CellbenchError:
                 # A setting the endpoint cannot serve (PlannerConfigError): the user's error, not an episode.
                 runtime.close()
@@ -244,6 +258,8 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
                 trace.call(calls[-1])
                 break
             total = total + reply.usage
+            if budget is not None:
+                budget.add(reply.usage)
             if spec.context_window and reply.usage.input_tokens > spec.context_window:
                 # The provider answered and billed this call: on record, its action not run.
                 status, error = "context_overflow", f"prompt of {reply.usage.input_tokens} tokens exceeds {spec.context_window}"
@@ -254,7 +270,12 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
                 break
             interrupted = None
             try:
-                rec, result = _act(spec, reply, messages, runtime, trace, call_index, image_refs, tools)
+                if compacting:  # the summary replaces the conversation; nothing runs in the simulator
+                    compaction.apply(reply, messages, trace, call_index, image_refs)
+                    rec, result = _unexecuted_call(call_index, t_call, images_in, reply, None, None), None
+                    rec.action_kind = "compaction"
+                else:
+                    rec, result = _act(spec, reply, messages, runtime, trace, call_index, image_refs, tools)
             except (RuntimeTimeout, RuntimeDied) as e:
                 # The LLM call was made and billed: keep its row, so calls.jsonl sums to the episode totals.
                 if not hasattr(e, "call_record"):
@@ -324,6 +345,7 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
         solved_at_call=solved_at,
         status=status or "error",
         n_calls=len(calls),
+        n_compactions=sum(c.action_kind == "compaction" for c in calls),
         input_tokens=total.input_tokens,
         cached_input_tokens=total.cached_input_tokens,
         cache_write_tokens=total.cache_write_tokens,

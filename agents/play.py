@@ -52,7 +52,8 @@ def spec_from_args(args, config: dict[str, Any] | None) -> tuple[EpisodeSpec, di
     if args.ablation not in ABLATION_EFFECTS:
         raise CellbenchError(f"unknown ablation {args.ablation!r}; known: {', '.join(ABLATION_EFFECTS)}")
     passthrough = {k: v for k, v in episode.items()
-                   if k not in DEFAULT_EPISODE and k not in ("context_window", "stop_on_success")}
+                   if k not in DEFAULT_EPISODE
+                   and k not in ("context_window", "stop_on_success", "compact_at_tokens", "max_dollars")}
     spec = EpisodeSpec(
         benchmark=args.benchmark,
         task=args.task,
@@ -70,7 +71,15 @@ def spec_from_args(args, config: dict[str, Any] | None) -> tuple[EpisodeSpec, di
         vla_failure_prob=float(episode["vla_failure_prob"]),
         extra=passthrough,
         stop_on_success=bool(episode.get("stop_on_success", False)),
+        compact_at_tokens=episode.get("compact_at_tokens"),
+        max_dollars=episode.get("max_dollars"),
     )
+    if spec.max_dollars is not None:
+        if "prices" not in config:
+            raise CellbenchError("episode.max_dollars needs a config with a price table (--config)")
+        from analysis.cost import choose_price_table
+
+        spec.price = choose_price_table(config, None)  # price_model's table
     return spec, planner_cfg
 
 

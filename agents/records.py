@@ -26,13 +26,14 @@ STATUSES = (
     "solved",
     "gave_up",
     "call_budget",
+    "dollar_budget",
     "wall_clock",
     "context_overflow",
     "planner_error",
     "error",
 )
 Status = Literal[
-    "solved", "gave_up", "call_budget", "wall_clock", "context_overflow", "planner_error", "error"
+    "solved", "gave_up", "call_budget", "dollar_budget", "wall_clock", "context_overflow", "planner_error", "error"
 ]
 AGENTS = ("tool", "code")
 ABLATIONS = ("full", "no_vla", "no_guides", "no_vla_no_guides", "images_on_demand")
@@ -120,7 +121,8 @@ class CallRecord:
     """Images anywhere in the prompt of this call."""
     images_returned: int
     """Images the action of this call returned to the planner."""
-    action_kind: Literal["tool", "cell", "finish", "none", "malformed"]
+    action_kind: Literal["tool", "cell", "finish", "none", "malformed", "compaction"]
+    """What the call's reply did; `compaction`: the call summarised the conversation (agents/compaction.py)."""
     tool_name: str | None
     tool_args: dict[str, Any] | None
     cell_hash: str | None
@@ -225,6 +227,8 @@ class EpisodeRecord:
     was unavailable; None for the tool agent (no cell worker) and in older traces."""
     cell_worker_restarts: int = 0
     """Cell workers that died (segfault, out of memory, CPU limit) and were replaced during the episode."""
+    n_compactions: int = 0
+    """Calls that compacted the conversation (episode.compact_at_tokens); they are in n_calls."""
     schema_version: int = SCHEMA_VERSION
 
 

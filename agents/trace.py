@@ -179,8 +179,10 @@ class TraceWriter:
         self._prims.flush()
         self._executed.setdefault(rec.call_index, []).append((rec.name, rec.acting))
 
-    def transcript(self, messages: list[dict[str, Any]], image_refs: dict[str, str]) -> None:
-        """The conversation with each image data URL replaced by its file reference."""
+    def transcript(self, messages: list[dict[str, Any]], image_refs: dict[str, str],
+                   name: str = "transcript.json") -> None:
+        """The conversation with each image data URL replaced by its file reference (`name`: another
+        file of the trace directory, e.g. the conversation before a compaction)."""
 
         def strip(content):
             if isinstance(content, list):
@@ -195,7 +197,7 @@ class TraceWriter:
             return content
 
         msgs = [{**m, "content": strip(m.get("content"))} for m in messages]
-        atomic_write_text(self.dir / "transcript.json", json.dumps(msgs, indent=1))
+        atomic_write_text(self.dir / name, json.dumps(msgs, indent=1))
 
     def discard(self) -> None:
         """Remove what this writer (and the runtime) put in the directory: there was no episode."""

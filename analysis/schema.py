@@ -35,7 +35,7 @@ from analysis.cellstats import CellStats
 from analysis.cost import CALL_DOLLARS_SQL, PriceTable
 
 #: Bump when a table or view changes shape: ingest then rebuilds the database.
-ANALYSIS_SCHEMA = 4
+ANALYSIS_SCHEMA = 5
 
 #: Episode columns repeated on every child row, so SQL over calls needs no join.
 KEY_FIELDS = ("trace_dir", "benchmark", "suite", "task", "seed", "agent", "ablation", "repeat")

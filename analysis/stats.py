@@ -23,7 +23,7 @@ POOLED = "All"
 #: The ending of an unsuccessful episode that exhausted its LLM-call budget (the paper's §3.8 split).
 CALL_BUDGET = "call_budget"
 #: Endings of an unsuccessful episode stopped by another limit before its call budget ran out.
-OTHER_LIMIT_STATUSES = ("context_overflow", "wall_clock")
+OTHER_LIMIT_STATUSES = ("context_overflow", "wall_clock", "dollar_budget")
 #: Endings of an unsuccessful episode that stopped before any limit.
 EARLY_END_STATUSES = ("gave_up", "error")
 #: Infrastructure failures: rerun, never counted, never in a denominator.
@@ -426,13 +426,14 @@ def endings_table(episodes: pd.DataFrame) -> pd.DataFrame:
             mine = everything[everything["ending"] != PLANNER_ERROR]
             rec = dict(ablation=ablation, benchmark=benchmark, agent=agent, n_episodes=len(mine),
                        n_planner_errors=len(everything) - len(mine),
-                       limit_reached_but_solved=int(((mine["ending"] == "solved") & (mine["status"] != "solved")).sum()))
+                       limit_reached_but_solved=int(((mine["ending"] == "solved") & (mine["status"] != "solved")).sum()),
+                       n_compactions=int(mine["n_compactions"].sum()) if "n_compactions" in mine else 0)
             counts = mine["ending"].value_counts()
             rec.update({f"{e}_pct": 100 * counts.get(e, 0) / len(mine) if len(mine) else float("nan")
                         for e in endings})
             records.append(rec)
     return _table(records, ["ablation", "benchmark", "agent", "n_episodes", "n_planner_errors"]
-                  + [f"{e}_pct" for e in endings] + ["limit_reached_but_solved"])
+                  + [f"{e}_pct" for e in endings] + ["limit_reached_but_solved", "n_compactions"])
 
 
 ONLY_ONE_COLUMNS = ["comparison", "benchmark",

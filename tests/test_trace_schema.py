@@ -113,8 +113,8 @@ def test_record_schemas_follow_the_dataclasses():
     assert props["usage_source"]["enum"] == ["provider", "estimated"]
     assert props["raw_usage"]["type"] == "object"
     ep = schema.load_schema("episode")["properties"]
-    assert ep["status"]["enum"] == ["solved", "gave_up", "call_budget", "wall_clock", "context_overflow",
-                                    "planner_error", "error"]
+    assert ep["status"]["enum"] == ["solved", "gave_up", "call_budget", "dollar_budget", "wall_clock",
+                                    "context_overflow", "planner_error", "error"]
     assert ep["package_versions"] == {"type": "object", "additionalProperties": {"type": "string"}}
     assert ep["solved_at_call"]["type"] == ["integer", "null"]
     assert ep["schema_version"]["const"] == 2
