@@ -10,7 +10,7 @@ build cost ~1.6 GB resident and ~10 s on a LIBERO-PRO task
   camera images of 256 px.  At that size the renderer samples them from
   mipmap level 2 and below, so a copy halved twice by 2 x 2 box averages (as
   mipmaps are made) draws the same picture: the three cameras' images differ
-  by at most a few of 255 levels (tests/test_scene_cache.py).  2-D textures
+  by at most a few of 255 levels (tests/test_scene_cache.py).  Textures
   are capped at `max_texture_size(image_size)` (1024 for 256 px); the copies
   are made once per file and machine, under `cache_dir()`.
 * MuJoCo's compile.  It takes seconds, and the heap it leaves fragmented
@@ -94,14 +94,18 @@ def downscaled(path: str, max_size: int) -> str:
 
 
 def cap_textures(xml: str, max_size: int) -> str:
-    """The scene XML with each 2-D texture file larger than max_size replaced by its downscaled copy.
+    """The scene XML with each texture file larger than max_size replaced by its downscaled copy.
 
-    Cube and skybox textures are left alone: a cube file may be a grid of faces
-    whose size must stay divisible (and none here is large)."""
+    2-D textures, and cube textures made of one image repeated on the six faces
+    (no `gridsize`: LIBERO's 1270 px wood tables, whose twelve faces took
+    llvmpipe ~1.2 s to upload).  Skyboxes and cube textures laid out as a grid
+    of faces (whose size must stay divisible) are left alone."""
 
     def one(m: re.Match) -> str:
         tag = m.group(0)
-        if not re.search(r'\btype="2d"', tag):
+        kind = re.search(r'\btype="([^"]+)"', tag)
+        kind = kind.group(1) if kind else "cube"  # MuJoCo's default
+        if kind not in ("2d", "cube") or (kind == "cube" and "gridsize" in tag):
             return tag
         return re.sub(r'\bfile="([^"]+)"', lambda f: f'file="{downscaled(f.group(1), max_size)}"', tag)
 
