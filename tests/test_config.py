@@ -96,8 +96,8 @@ def test_default_config_covers_both_agents_and_every_ablation(default):
     cells = {(e["agent"], e["ablation"]) for e in episode_grid(default)}
     assert cells == {(a, x) for a in ("tool", "code") for x in BASE_ABLATIONS} | {("tool", "images_on_demand")}
     # 4 instances x (2 agents x 4 ablations + the tool agent's images_on_demand)
-    assert len({(e["task"], e["seed"]) for e in episode_grid(default)}) == 4
-    assert len(episode_grid(default)) == 4 * (2 * 4 + 1) == 36
+    assert len({(e["task"], e["seed"]) for e in episode_grid(default)}) == 8  # 4 tasks x 2 seeds
+    assert len(episode_grid(default)) == 8 * (2 * 4 + 1) == 72
 
 
 def test_paper_grid_is_200_libero_pro_instances_times_9_cells(repo):
