@@ -11,7 +11,9 @@ planner ends the episode itself).  `EpisodeSpec.stop_on_success` ends it at
 the first success instead (the cheaper, non-paper protocol).
 
 Success is always the benchmark's own check at the end, read whenever the
-simulator is still alive (after a wall-clock or error ending too).  Status:
+simulator is still alive (after a wall-clock or error ending too); where the
+clock killed it mid-request, whether the check held after an acting primitive
+(the runtime reports that as it happens, `RuntimeClient.solved_seen`).  Status:
 an episode that ended by `finish`, the call budget, the wall clock or the
 context window with that check true is `solved`; otherwise the status names
 the ending (`gave_up` for `finish`).  `error` and `planner_error` stay what
@@ -316,13 +318,17 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
         status, error = "wall_clock", str(e)
     except RuntimeDied as e:
         status, error = "error", str(e)
-    final_success = last_success
+    final_success, checked = last_success, False
     if runtime.proc.poll() is None:  # the simulator is alive (a wall clock between calls, a rejected request...)
         try:
             runtime.deadline = time.monotonic() + 60
-            final_success = bool(runtime.request("success"))
+            final_success, checked = bool(runtime.request("success")), True
         except (RuntimeTimeout, RuntimeDied):
             pass
+    if not checked and runtime.solved_seen():
+        # Killed mid-request (the clock during a cell or a rollout): the check had held after an acting
+        # primitive, and the success guard let nothing act after it.
+        final_success = True
     runtime.close()
     if final_success and solved_at is None and calls:
         solved_at = calls[-1].call_index

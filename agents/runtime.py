@@ -157,11 +157,16 @@ class RuntimeClient:
         os.makedirs(self.workdir, exist_ok=True)
         parent, child = socket.socketpair()
         self._sock = parent
+        # The child writes a byte here once the benchmark's check holds after an acting primitive, so a request
+        # the wall clock kills (a long cell, more often than a tool call) does not lose a success it reached.
+        self._solved_r, solved_w = os.pipe()
+        os.set_blocking(self._solved_r, False)
+        self._solved = False
         self._stderr = open(os.path.join(trace_dir, "runtime.log"), "ab")
         limits = self.limits
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agents.runtime", str(child.fileno()), str(limits.max_processes)],
-            pass_fds=(child.fileno(),),
+            [sys.executable, "-m", "agents.runtime", str(child.fileno()), str(limits.max_processes), str(solved_w)],
+            pass_fds=(child.fileno(), solved_w),
             cwd=self.workdir,
             env=scrubbed_env(),
             stdin=subprocess.DEVNULL,
@@ -170,7 +175,17 @@ class RuntimeClient:
             preexec_fn=lambda: _limit_resources(limits),
         )
         child.close()
+        os.close(solved_w)
         self.deadline = float("inf")
+
+    def solved_seen(self) -> bool:
+        """Whether the check held after some acting primitive (read when the child can no longer be asked)."""
+        if not self._solved and self._solved_r is not None:
+            try:
+                self._solved = bool(os.read(self._solved_r, 1))
+            except BlockingIOError:
+                pass
+        return self._solved
 
     def start_clock(self, wall_clock_s: float) -> None:
         """Start the episode's wall clock (the scene is built) and tie the child's CPU limit to it."""
@@ -250,6 +265,10 @@ class RuntimeClient:
                 pass
             self._exited(10)
         self.kill()
+        if self._solved_r is not None:
+            self.solved_seen()
+            os.close(self._solved_r)
+            self._solved_r = None
         self._sock.close()
         self._stderr.close()
         try:
@@ -325,6 +344,8 @@ class RuntimeServer:
         """Primitives recorded so far: `seq` runs over the episode, not per call (rows are drained per call)."""
         self.auto_cameras: tuple[str, ...] = ()
         self.images_on_demand = False
+        self.solved_fd: int | None = None
+        """Where `_record` tells the parent, once, that the check held after an acting primitive."""
 
     def init(self, spec: dict[str, Any]) -> dict[str, Any]:
         from agents.cellworker import CellWorker
@@ -352,6 +373,9 @@ class RuntimeServer:
         row["seq"] = self.n_recorded
         self.n_recorded += 1
         self.primitive_rows.append(row)
+        if row["acting"] and self.solved_fd is not None and self.robot.backend.success():
+            os.write(self.solved_fd, b"1")
+            self.solved_fd = None  # once is enough: the parent's flag is sticky
 
     def _guard(self) -> None:
         from robots.robot import EpisodeFinished
@@ -471,7 +495,7 @@ def _bound_forks(max_processes: int) -> None:
     os.fork = fork
 
 
-def _serve(fd: int, max_processes: int = 64) -> None:
+def _serve(fd: int, max_processes: int = 64, solved_fd: int | None = None) -> None:
     # Only this process may hold the parent's socket: programs a cell starts
     # do not inherit it, and forked copies close it at once.  (A holder would
     # also keep the parent from seeing end-of-file when the runtime dies.)
@@ -479,6 +503,10 @@ def _serve(fd: int, max_processes: int = 64) -> None:
     os.register_at_fork(after_in_child=lambda: os.close(fd))
     sock = socket.socket(fileno=fd)
     server = RuntimeServer()
+    if solved_fd is not None:
+        os.set_inheritable(solved_fd, False)
+        os.register_at_fork(after_in_child=lambda: os.close(solved_fd))
+        server.solved_fd = solved_fd
     main_pid = os.getpid()
     _bound_forks(max_processes)
     while True:
@@ -505,5 +533,5 @@ if __name__ == "__main__":
     # Import ourselves by name so pickled records are agents.runtime.*, not __main__.*.
     from agents.runtime import _serve as serve
 
-    serve(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 64)
+    serve(int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 64, int(sys.argv[3]) if len(sys.argv) > 3 else None)
     os._exit(0)  # skip EGL's noisy teardown at interpreter exit

@@ -72,3 +72,89 @@ def test_a_long_primitive_error_is_trimmed_alike_as_a_tool_result_and_in_a_cell(
     assert len(cell.output) <= bound and len(tool) <= bound, (len(cell.output), len(tool))
     assert "characters trimmed]" in tool and "characters trimmed]" in cell.output
     assert tool.startswith("Error: RuntimeError: backend state: xxx")
+
+
+# -- a success reached inside a request the wall clock kills ------------------------------------------------
+
+
+class _KilledMidRequest:
+    """Stands in for RuntimeClient: the first action reaches the check, then the clock kills the child mid-request."""
+
+    def __init__(self, trace_dir, limits=None):
+        self.proc = type("Proc", (), {"poll": lambda self: -9})()
+        self.deadline = float("inf")
+
+    def start_clock(self, wall_clock_s):
+        pass
+
+    def request(self, verb, *args):
+        from agents.runtime import RuntimeTimeout
+
+        if verb == "init":
+            card = {"suite": "s", "task": "s/0", "instruction": "put the bowl on the plate", "objects": ["bowl"],
+                    "cameras": ["agentview"], "arms": ["right"], "guide": None}
+            return {"card": card, "images": []}
+        raise RuntimeTimeout(f"{verb} still running when the wall clock ran out")
+
+    def solved_seen(self):
+        return True
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("agent,name,args", [("code", "python", '{"code": "solve(); think_forever()"}'),
+                                             ("tool", "vla", '{"instruction": "put the bowl on the plate"}')])
+def test_a_success_reached_before_the_clock_killed_the_request_is_kept(monkeypatch, tmp_path, agent, name, args):
+    import agents.episode as episode_mod
+    from agents.episode import run_episode
+
+    class OneCall:
+        name, model = "test-one", "one-v0"
+
+        def next(self, messages, tools):
+            return PlannerReply(text="", tool_calls=[ToolCall("c1", name, args)], usage=Usage(input_tokens=10),
+                                usage_source="estimated")
+
+    monkeypatch.setattr(episode_mod, "RuntimeClient", _KilledMidRequest)
+    spec = EpisodeSpec(benchmark="libero_pro", task="s/0", seed=0, agent=agent, call_budget=3)
+    rec = run_episode(spec, OneCall(), str(tmp_path))
+    assert (rec.status, rec.success, rec.solved_at_call, rec.n_calls) == ("solved", True, 1, 1)
+
+
+class _SolvedAfterFirstLook:
+    """The benchmark's check: false when the success guard asks before the primitive, true after it."""
+
+    def __init__(self):
+        self.n = 0
+
+    def __call__(self):
+        self.n += 1
+        return self.n > 1
+
+
+def test_the_runtime_tells_the_parent_when_an_acting_primitive_reached_the_check_in_both(runtime_server, monkeypatch):
+    import json
+    import os
+
+    server = runtime_server
+    xyz = json.loads(server.call_tool("state", {}).text)["eef_pos"]
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    try:
+        server.solved_fd = w
+        monkeypatch.setattr(server.robot.backend, "success", lambda: True)
+        server.call_tool("state", {})  # read-only: says nothing
+        server.exec_cell("robo.locate('plate_1')")
+        with pytest.raises(BlockingIOError):
+            os.read(r, 1)
+        for act in (lambda: server.call_tool("move_to", {"xyz": xyz, "max_steps": 5}),
+                    lambda: server.exec_cell(f"robo.move_to({xyz}, max_steps=5)")):
+            server.solved_fd = w
+            monkeypatch.setattr(server.robot.backend, "success", _SolvedAfterFirstLook())
+            assert act().success
+            assert os.read(r, 8) == b"1" and server.solved_fd is None  # once, then no more writes
+    finally:
+        server.solved_fd = None
+        os.close(r)
+        os.close(w)
