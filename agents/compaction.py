@@ -57,8 +57,6 @@ def ask(planner, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) ->
     summarise = getattr(planner, "summarise", None)
     if summarise is not None:
         return summarise(messages, tools)
-    if getattr(planner, "name", None) == "scripted":  # no model to ask: its deterministic digest
-        return estimated_summary(planner, messages, tools)
     return planner.next(messages + [{"role": "user", "content": COMPACTION_REQUEST}], tools)
 
 

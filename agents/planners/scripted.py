@@ -424,6 +424,14 @@ class ScriptedPlanner:
         return PlannerReply(text=text, tool_calls=[call], usage=usage, usage_source="estimated",
                             raw_usage=raw, latency_s=time.perf_counter() - t0)
 
+    def summarise(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> PlannerReply:
+        """The compaction call (agents.compaction): a deterministic digest of the conversation, tokens estimated.
+
+        Its own strategy state lives in the mind, so nothing it needs is lost with the summarised turns."""
+        from agents import compaction
+
+        return compaction.estimated_summary(self, messages, tools)
+
 
 def make_mind(system_text: str, task_text: str, tools: list[dict[str, Any]]) -> "_Mind":
     """The mind for this interface (code cells when a `python` tool exists) and robot (two arms: move_both)."""
