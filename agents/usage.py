@@ -459,14 +459,25 @@ class _Builder:
 GUIDE_HEADING = "\n\n# Operating guide\n\n"
 #: The first line of the code agent's API reference (robots/api_docs.py renders it).
 API_REFERENCE_HEADING = "# `robo` API reference"
+#: The section of facts both prompts share (robots.api_docs.conventions); it opens the code agent's reference.
+CONVENTIONS_HEADING = "## Conventions\n"
 
 
 def split_system_prompt(text: str) -> tuple[str, str, str]:
-    """(instructions, API reference, operating guide) of a system prompt; absent parts are ""."""
+    """(instructions, API reference, operating guide) of a system prompt; absent parts are "".
+
+    The shared facts (`CONVENTIONS_HEADING`) count as instructions in both agents' prompts: the tool
+    agent's has them in its prose, the code agent's inside its API reference, and either way they are
+    not the interface's API."""
     at = text.find(GUIDE_HEADING)
     body, guide = (text[:at], text[at:]) if at >= 0 else (text, "")
     at = body.find(API_REFERENCE_HEADING)
     prose, api = (body[:at], body[at:]) if at >= 0 else (body, "")
+    start = api.find(CONVENTIONS_HEADING)
+    if start >= 0:
+        end = api.find("\n## ", start + len(CONVENTIONS_HEADING))
+        end = len(api) if end < 0 else end + 1
+        prose, api = prose + api[start:end], api[:start] + api[end:]
     return prose, api, guide
 
 

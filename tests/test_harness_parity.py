@@ -158,3 +158,20 @@ def test_the_runtime_tells_the_parent_when_an_acting_primitive_reached_the_check
         server.solved_fd = None
         os.close(r)
         os.close(w)
+
+
+def test_the_shared_facts_count_as_instructions_not_api_in_both_agents_prompts():
+    from agents.episode import ABLATION_EFFECTS, render_prompt
+    from agents.usage import PromptSerializer, input_sources, split_system_prompt
+    from robots.api_docs import conventions
+
+    card = {"instruction": "put the bowl on the plate", "objects": ["bowl_1", "plate_1"], "cameras": ["agentview"],
+            "arms": ["right"], "guide": None}
+    n_facts = len(PromptSerializer().encode(conventions()))
+    for agent in ("tool", "code"):
+        spec = EpisodeSpec(benchmark="libero_pro", task="s/0", seed=0, agent=agent)
+        system, tools, task = render_prompt(spec, card, ("vla",), ABLATION_EFFECTS["full"])
+        prose, api, _ = split_system_prompt(system)
+        assert conventions() in prose and conventions() not in api, agent
+        sources = input_sources([{"role": "system", "content": system}, {"role": "user", "content": task}], tools)
+        assert sources.system >= n_facts, (agent, sources.system, n_facts)
