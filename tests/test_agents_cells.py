@@ -120,10 +120,13 @@ def test_success_guard_stops_the_next_acting_primitive(runtime):
     r = cell(runtime, code)
     assert r.exception is None and "object: None" not in r.text, r.text
 
+    assert not runtime.solved_seen()
     r = cell(runtime, pick_place_cell())
     assert r.exception is None, r.text
     assert r.success, "the scripted pick-and-place no longer solves libero_spatial_swap/0 seed 0:\n" + r.text
     assert runtime.request("success") is True
+    # The child told the parent as it happened (what an episode reads if the clock kills a request).
+    assert runtime.solved_seen()
     # A cell that acted ends with the benchmark's check, in the words a tool result's flag stands for.
     assert r.text.splitlines()[-1] == success_line(True) == "Task success: True"
 
