@@ -284,6 +284,8 @@ def run_episode(spec: EpisodeSpec, planner, out_dir: str) -> EpisodeRecord:
                     raise
                 rec, result, interrupted = e.call_record, None, e
                 rec.exception = rec.exception or type(e).__name__
+                if runtime.proc.poll() is not None and runtime.solved_seen():
+                    last_success = True  # the check held inside the request the child was killed in
             rec.started_at, rec.latency_s, rec.images_in_prompt = t_call, reply.latency_s, images_in
             rec.usage_source, rec.raw_usage, rec.retries = reply.usage_source, reply.raw_usage, reply.retries
             rec.retry_errors = list(reply.retry_errors) or None

@@ -5,6 +5,8 @@ if asked anything: what is checked here is decided before any primitive runs.
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agents.episode import FINISH_TOOL, PYTHON_TOOL, EpisodeSpec, _act
@@ -120,6 +122,8 @@ def test_a_success_reached_before_the_clock_killed_the_request_is_kept(monkeypat
     spec = EpisodeSpec(benchmark="libero_pro", task="s/0", seed=0, agent=agent, call_budget=3)
     rec = run_episode(spec, OneCall(), str(tmp_path))
     assert (rec.status, rec.success, rec.solved_at_call, rec.n_calls) == ("solved", True, 1, 1)
+    [row] = [json.loads(line) for line in (tmp_path / "calls.jsonl").read_text().splitlines()]
+    assert row["success_after"] is True and row["exception"] == "RuntimeTimeout"  # the killed call's own row
 
 
 class _SolvedAfterFirstLook:
@@ -134,7 +138,6 @@ class _SolvedAfterFirstLook:
 
 
 def test_the_runtime_tells_the_parent_when_an_acting_primitive_reached_the_check_in_both(runtime_server, monkeypatch):
-    import json
     import os
 
     server = runtime_server
