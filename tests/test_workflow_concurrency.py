@@ -1,7 +1,7 @@
 """Endpoint-bound episodes run by memory, not by cores: workflow/profiles/remote-planner.
 
 The real `snakemake` runs a small grid (6 episodes of the fake `cellbench
-play`, ~1 s per LLM call) with the profile on one core and room for three
+play`, ~0.5 s per LLM call) with the profile on one core and room for three
 episodes' memory; the episodes' own start and end times must show three at
 once, never more.  The default profile on the same core runs one at a time.
 """
@@ -35,9 +35,9 @@ def _run(grid: Grid, *args: str) -> None:
 
 def test_remote_planner_profile_bounds_episodes_by_memory(new_workflow, tmp_path_factory):
     bin_dir = make_cellbench_stub(tmp_path_factory.mktemp("bin"), HERE / "fake_play.py")
-    remote = Grid(new_workflow(), bin_dir, FAKE_PLAY_CALL_S="1.0")
+    remote = Grid(new_workflow(), bin_dir, FAKE_PLAY_CALL_S="0.5")
     _run(remote, "--workflow-profile", "workflow/profiles/remote-planner", "--resources", "mem_mb=3000")
     assert most_at_once(remote) == 3
-    default = Grid(new_workflow(), bin_dir, FAKE_PLAY_CALL_S="1.0")
+    default = Grid(new_workflow(), bin_dir, FAKE_PLAY_CALL_S="0.5")
     _run(default, "--resources", "mem_mb=3000")
     assert most_at_once(default) == 1
