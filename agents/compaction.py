@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agents.feedback import parse_success_line, parse_tool_success, success_line
 from agents.planners.base import PlannerReply
 from agents.records import CallRecord
 
@@ -96,8 +97,12 @@ def digest(messages: list[dict[str, Any]]) -> str:
                 parsed = args
             what = (parsed.get("code", "").strip().splitlines() or [""])[0] if name == "python" \
                 and isinstance(parsed, dict) else json.dumps(parsed, sort_keys=True)
-            result = (results.get(call["id"]) or "").strip().splitlines()
-            lines.append(f"- {name} {what[:160]} -> {result[0][:160] if result else '(no result)'}")
+            text = results.get(call["id"]) or ""
+            result = text.strip().splitlines()
+            # The success flag ends a tool result (JSON) and a cell's output (its last line): keep it, in both.
+            flag = parse_tool_success(text) if name != "python" else parse_success_line(text)
+            tail = "" if flag is None else f" [{success_line(flag)}]"
+            lines.append(f"- {name} {what[:160]} -> {result[0][:160] if result else '(no result)'}{tail}")
     return "Actions so far, with the first line of each result:\n" + "\n".join(lines)
 
 

@@ -196,3 +196,22 @@ def test_max_dollars_ends_the_episode_before_the_next_call_would_pass_it(tmp_pat
     # Unlimited, these episodes cost about $0.20 (code, 3 calls) and $0.22 (tool, 17 calls) under astra.
     assert rec.status == "dollar_budget" and "max_dollars" in rec.error, rec
     assert budget.spent <= limit and budget.next_would_pass()
+
+
+def test_digest_keeps_the_success_flag_of_both_interfaces():
+    """The flag ends a tool result (its JSON) and a cell's output (its last line): a first-line digest lost it."""
+    from agents.feedback import cell_output, success_line, tool_result
+
+    def call(i, name, args):
+        return {"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "t"},
+                call(1, "move_to", {"xyz": [0, 0, 1]}),
+                {"role": "tool", "tool_call_id": "c1",
+                 "content": tool_result({"reached": True}, acted=True, success=True, state={"holding": False})},
+                call(2, "python", {"code": "robo.release()\nprint('done')"}),
+                {"role": "tool", "tool_call_id": "c2",
+                 "content": cell_output("done\n", acted=True, refused=False, success=False)}]
+    lines = compaction.digest(messages).splitlines()
+    assert lines[1].endswith(f"[{success_line(True)}]") and lines[2].endswith(f"[{success_line(False)}]")
