@@ -32,7 +32,7 @@ from agents.cellworker import RESTART_EXCEPTION
 from agents import compaction
 from agents.dollar_budget import DollarBudget
 from agents.errors import CellbenchError
-from agents.feedback import unknown_tool
+from agents.feedback import TRUNCATED, unknown_tool
 from agents.planners.base import ContextOverflow, PlannerError, PlannerReply, RequestRejected
 from agents.prompts import load_prompts
 from agents.records import CallRecord, EpisodeRecord, PrimitiveRecord, Usage
@@ -445,7 +445,10 @@ def _act(spec, reply, messages, runtime, trace, call_index, image_refs, tools):
     )
     rec.tool_calls_in_reply = len(reply.tool_calls)
     if not reply.tool_calls:
-        messages.append({"role": "user", "content": no_call_message(reply.text, spec.tool_calls, tools)})
+        if reply.truncated:
+            rec.exception = "TruncatedReply"
+        text = TRUNCATED if reply.truncated else no_call_message(reply.text, spec.tool_calls, tools)
+        messages.append({"role": "user", "content": text})
         return rec, None
     call, extra = reply.tool_calls[0], reply.tool_calls[1:]
     rec.tool_call_source = call.source
@@ -463,8 +466,8 @@ def _act(spec, reply, messages, runtime, trace, call_index, image_refs, tools):
         if not isinstance(args, dict):
             raise ValueError("arguments must be a JSON object")
     except (json.JSONDecodeError, ValueError) as e:
-        rec.action_kind, rec.exception = "malformed", "JSONDecodeError"
-        text = f"Error: the arguments of {call.name} are not a valid JSON object: {e}"
+        rec.action_kind, rec.exception = "malformed", "TruncatedReply" if reply.truncated else "JSONDecodeError"
+        text = TRUNCATED if reply.truncated else f"Error: the arguments of {call.name} are not a valid JSON object: {e}"
         args = None
     else:
         rec.tool_args = args

@@ -28,6 +28,11 @@ TASK_COMPLETE = "The task is already complete: the action was not run. Call fini
 
 SUCCESS_LINE_PREFIX = "Task success: "
 
+TRUNCATED = ("Your reply reached the output token limit and was cut off: its tool call is incomplete and was "
+             "not run. Write a shorter one.")
+"""What either agent reads after a reply the provider cut at the output token limit (a long cell is cut as
+a long tool call is); a bare 'not valid JSON' would hide why."""
+
 
 def success_line(flag: bool) -> str:
     """The last line of a cell that ran an acting primitive: exactly "Task success: True" / "Task success: False"."""

@@ -228,7 +228,9 @@ class AnthropicPlanner(OpenAIPlanner):
             raise _MalformedResponse(f"malformed content block: {exc}") from exc
         text = "".join(text_parts)
         self._carried.keep(calls, text, thinking)
-        return provider_reply(self, message, text, calls, usage_from_anthropic, messages, tools)
+        reply = provider_reply(self, message, text, calls, usage_from_anthropic, messages, tools)
+        reply.truncated = getattr(message, "stop_reason", None) == "max_tokens"
+        return reply
 
 
 def usage_from_anthropic(raw: dict[str, Any]) -> Usage:

@@ -37,6 +37,9 @@ class PlannerReply:
     retries: int = 0
     """Transient endpoint errors retried before this reply."""
     retry_errors: list[str] = field(default_factory=list)
+    truncated: bool = False
+    """The provider cut the reply at the output token limit (finish_reason 'length', status incomplete,
+    stop_reason 'max_tokens'): its tool call may be incomplete. Both agents are told so in one wording."""
 
 
 class PlannerError(RuntimeError):

@@ -337,7 +337,8 @@ class OpenAIPlanner:
         # A rehearsal endpoint (`cellbench serve`) sends the estimator's numbers marked "estimated".
         source = "estimated" if raw.get("estimated") is True else "provider"
         return PlannerReply(text=text, tool_calls=calls, usage=usage_from_openai(raw),
-                            usage_source=source, raw_usage=raw)
+                            usage_source=source, raw_usage=raw,
+                            truncated=getattr(choices[0], "finish_reason", None) == "length")
 
     def _text_call(self, call: textcalls.TextCall) -> ToolCall:
         self._text_calls += 1

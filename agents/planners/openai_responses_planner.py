@@ -135,7 +135,10 @@ class OpenAIResponsesPlanner(OpenAIPlanner):
             raise _MalformedResponse(f"malformed output item: {exc}") from exc
         text = "".join(text_parts)
         self._carried.keep(calls, text, reasoning)
-        return provider_reply(self, response, text, calls, usage_from_responses, messages, tools)
+        reply = provider_reply(self, response, text, calls, usage_from_responses, messages, tools)
+        details = getattr(response, "incomplete_details", None)
+        reply.truncated = getattr(details, "reason", None) == "max_output_tokens"
+        return reply
 
     @staticmethod
     def _carry(item: Any) -> dict[str, Any]:
