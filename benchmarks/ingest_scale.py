@@ -189,7 +189,7 @@ def _episode(d: Path, benchmark: str, suite: str, index: int, seed: int, agent: 
         "wall_time_s": round(rng.uniform(15, 70), 3), "started_at": 1.7e9, "finished_at": 1.7e9 + 60,
         "call_budget": 40, "wall_clock_limit_s": 900.0, "config_hash": "synthetic", "code_version": "synthetic",
         "package_versions": {"duckdb": "2.0.1", "mujoco": "3.3.7", "robosuite": "1.4.0"}, "repeat": 0,
-        "error": None, "sandbox": None, "cell_worker_restarts": 0, "schema_version": 2,
+        "error": None, "sandbox": None, "cell_worker_restarts": 0, "n_compactions": 0, "schema_version": 2,
     }
     # Not read by ingest, but a trace has one (and images/, left out here).
     (d / "transcript.json").write_text(json.dumps([{"role": "system", "content": "synthetic"},
