@@ -97,7 +97,7 @@ def test_lint_is_clean(workflow_copy, snakemake):
 
 def test_a_typo_in_config_fails_naming_the_key(workflow_copy, snakemake):
     config = workflow_copy / "config.yaml"
-    config.write_text(config.read_text().replace("    seeds: [0]", "    seedz: [0]"))
+    config.write_text(config.read_text().replace("    seeds: [", "    seedz: [", 1))
     proc = snakemake(workflow_copy, "-n")
     assert proc.returncode != 0
     assert "config.yaml: benchmarks.libero_pro: unknown key 'seedz' (did you mean 'seeds'?)" in proc.stdout
