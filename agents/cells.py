@@ -50,7 +50,7 @@ class CellNamespace:
         if finished is None:
             from robots.robot import EpisodeFinished as finished
         self.finished = finished
-        self.globals: dict = {"robo": robot, "np": np, "math": math, "__name__": "__cell__"}
+        self.globals: dict = cell_globals(robot)
 
     def run(self, code: str) -> CellOutcome:
         buf = io.StringIO()
@@ -75,11 +75,16 @@ class CellNamespace:
             except (Exception, SystemExit, KeyboardInterrupt) as e:  # the model's code failed: show it its traceback
                 # exit() in a cell ends the cell, not the runtime (and with it the episode).
                 exc_name = type(e).__name__
-                print(_cell_traceback(e))
+                print(cell_traceback(e))
         return CellOutcome(trim(buf.getvalue()), exc_name, finished)
 
 
-def _cell_traceback(e: BaseException) -> str:
+def cell_globals(robot) -> dict:
+    """What a cell's namespace starts with: `robo`, `np`, `math` (the scripted tool mind's cells start alike)."""
+    return {"robo": robot, "np": np, "math": math, "__name__": "__cell__"}
+
+
+def cell_traceback(e: BaseException) -> str:
     """Traceback from the first frame of the cell on: the runtime's own frames are noise to the model,
     and so are the frames of the worker's `robo` proxy (its primitive's error is the message)."""
     tb = e.__traceback__

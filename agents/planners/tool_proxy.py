@@ -18,17 +18,14 @@ no-op.
 from __future__ import annotations
 
 import json
-import math
 import queue
 import threading
-import traceback
 from typing import Any
 
 import numpy as np
 
+from agents.cells import CELL_FILENAME, cell_globals, cell_traceback
 from agents.feedback import TASK_COMPLETE, TASK_SUCCESS_KEY, cell_output
-
-CELL_FILENAME = "<cell>"
 
 
 class ToolError(RuntimeError):
@@ -177,14 +174,11 @@ class CellAsToolCalls:
             if self.stopped:
                 out.append(TASK_COMPLETE + "\n")  # the words the success guard ends a cell with
         except Exception as e:  # the cell failed, as it would in the runtime: its traceback is its output
-            tb = e.__traceback__
-            while tb is not None and tb.tb_frame.f_code.co_filename != CELL_FILENAME:
-                tb = tb.tb_next
-            out.append("".join(traceback.format_exception(type(e), e, tb)))
+            out.append(cell_traceback(e) + "\n")
         text = cell_output("".join(out), acted=self.acted, refused=self.stopped, success=self.success)
         self._to_mind.put(("done", text))
 
 
 def new_namespace() -> dict[str, Any]:
-    """What a cell's namespace starts with in the runtime: np and math (robo is set per cell)."""
-    return {"np": np, "math": math, "__name__": "__cell__"}
+    """What a cell's namespace starts with in the runtime (robo is set per cell, to that cell's proxy)."""
+    return cell_globals(None)
